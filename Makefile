@@ -1,0 +1,57 @@
+# IOStack: the two commands are `make run` (all-in-one stack) and `make test` (whole suite).
+# Both install what is missing first; both are safe to run again.
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STATE_DIR ?= $(CURDIR)/.iostack
+INSTALLED := $(VENV)/.installed
+NATIVE_DIRS := $(wildcard iostack/*/native)
+
+export IOSTACK_STATE_DIR := $(STATE_DIR)
+
+.PHONY: setup native run stop status test unit integration lint bench clean
+
+setup: $(INSTALLED) native
+
+# apt packages, then the virtualenv with the project installed editable.
+$(INSTALLED): pyproject.toml deploy/apt-packages.txt deploy/bootstrap.sh
+	deploy/bootstrap.sh
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+# Native parts (C libraries, plugins) each build with their own Makefile.
+native: $(INSTALLED)
+	@for d in $(NATIVE_DIRS); do $(MAKE) -s -C $$d || exit 1; done
+
+run: setup
+	$(VENV)/bin/iostack aio start --state-dir $(STATE_DIR)
+
+stop:
+	@if [ -x $(VENV)/bin/iostack ]; then $(VENV)/bin/iostack aio stop --state-dir $(STATE_DIR); \
+	else echo "nothing to stop (no virtualenv yet)"; fi
+
+status:
+	@if [ -x $(VENV)/bin/iostack ]; then $(VENV)/bin/iostack aio status --state-dir $(STATE_DIR); \
+	else echo "not set up yet: run 'make run'"; fi
+
+test: setup
+	$(PY) -m pytest tests
+
+unit: setup
+	$(PY) -m pytest tests -m "not integration"
+
+integration: setup
+	$(PY) -m pytest tests -m integration
+
+lint: setup
+	$(VENV)/bin/ruff check iostack tests bench
+
+bench: setup
+	$(PY) bench/swift_baseline.py
+
+clean: stop
+	rm -rf $(VENV) $(STATE_DIR)
+	@for d in $(NATIVE_DIRS); do $(MAKE) -s -C $$d clean; done
