@@ -1,0 +1,255 @@
+"""The contract between filters and the data path that drives them.
+
+Write path (PUT): ``spec.encoder(params, context)`` returns an ``Encoder``
+for one request. ``encoder.encode(chunks)`` turns the original body into the
+stored body, streaming; once that iterator is exhausted, ``encoder.sysmeta()``
+is the small ``str -> str`` dict the middleware must store with the object so
+that the filter can be undone later (never a secret). Encoders chain: the
+output of one is the input of the next.
+
+Read path (GET/HEAD/Range): the stored object is a ``ByteSource`` (the
+middleware backs it with Swift range requests). ``spec.open_view(lower,
+sysmeta, context)`` returns another ``ByteSource`` whose ``length`` is the
+decoded length and whose ``read(start, end)`` fetches from ``lower`` only the
+stored bytes that range needs. Views stack in the reverse order of the
+encoders.
+
+Filters do their CPU work in C libraries that release the GIL (zlib,
+zstandard, OpenSSL through ``cryptography``), so the middleware can run
+``encode``/``read`` iterations in a thread pool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from iostack.filters.errors import FilterError, IntegrityError, ParamError
+from iostack.filters.metadata import FilterMetadata, Param
+
+
+@runtime_checkable
+class ByteSource(Protocol):
+    """Random access to a byte string that may live elsewhere (a Swift object)."""
+
+    @property
+    def length(self) -> int: ...
+
+    def read(self, start: int, end: int) -> Iterator[bytes]:
+        """Yield bytes ``[start, end)``; ``0 <= start <= end <= length``."""
+        ...
+
+
+class Encoder(Protocol):
+    """One request's write-path transformation."""
+
+    def encode(self, chunks: Iterable[bytes]) -> Iterator[bytes]: ...
+
+    def sysmeta(self) -> dict[str, str]: ...
+
+
+class KeyProvider(Protocol):
+    """Gives the encryption filter a per-tenant key (see ``iostack.filters.keys``)."""
+
+    def tenant_key(self, account: str) -> bytes: ...
+
+
+@dataclass(frozen=True)
+class FilterContext:
+    """Who and what a request is about, plus deployment services filters need."""
+
+    account: str
+    container: str = ""
+    obj: str = ""
+    keys: KeyProvider | None = None
+
+    @property
+    def path(self) -> str:
+        return "/" + "/".join(p for p in (self.account, self.container, self.obj) if p)
+
+
+EncoderFactory = Callable[[dict[str, Any], FilterContext], Encoder]
+ViewFactory = Callable[[ByteSource, Mapping[str, str], FilterContext], ByteSource]
+
+
+@dataclass(frozen=True)
+class FilterSpec:
+    """A registered filter: its metadata and, for body transforms, its factories."""
+
+    metadata: FilterMetadata
+    make_encoder: EncoderFactory | None = None
+    make_view: ViewFactory | None = None
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def transforms_body(self) -> bool:
+        return self.make_encoder is not None
+
+    def validate(self, params: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Check ``params`` against the metadata; return them typed, defaults filled."""
+        return resolve_params(self.metadata, params or {})
+
+    def encoder(self, params: Mapping[str, Any] | None, context: FilterContext) -> Encoder:
+        if self.make_encoder is None:
+            raise FilterError(f"filter {self.name!r} does not transform object bodies")
+        return self.make_encoder(self.validate(params), context)
+
+    def open_view(
+        self, lower: ByteSource, sysmeta: Mapping[str, str], context: FilterContext
+    ) -> ByteSource:
+        if self.make_view is None:
+            raise FilterError(f"filter {self.name!r} does not transform object bodies")
+        return self.make_view(lower, sysmeta, context)
+
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+_INTEGER_TYPES = {"int", "size", "rate", "duration"}
+
+
+def resolve_params(metadata: FilterMetadata, params: Mapping[str, Any]) -> dict[str, Any]:
+    """Type-check, range-check and default ``params``; raise ``ParamError`` naming the culprit.
+
+    Values may arrive typed (from the compiled pipeline) or as strings (from
+    headers or Redis hashes), so numeric and boolean strings are accepted.
+    """
+    known = {p.name: p for p in metadata.params}
+    for name in params:
+        if name not in known:
+            choices = ", ".join(sorted(known)) or "none"
+            raise ParamError(metadata.name, name, f"unknown parameter (known: {choices})")
+    return {
+        name: _coerce(metadata.name, param, params[name]) if name in params else param.default
+        for name, param in known.items()
+    }
+
+
+def _coerce(filter_name: str, param: Param, value: Any) -> Any:
+    def fail(reason: str) -> ParamError:
+        return ParamError(filter_name, param.name, reason)
+
+    if param.type in _INTEGER_TYPES or param.type == "float":
+        number = _number(value, integer=param.type != "float")
+        if number is None:
+            kind = "a number" if param.type == "float" else "an integer"
+            raise fail(f"expected {kind}{_unit(param)}, got {value!r}")
+        if param.minimum is not None and number < param.minimum:
+            raise fail(f"{number} is below the minimum {param.minimum:g}{_unit(param)}")
+        if param.maximum is not None and number > param.maximum:
+            raise fail(f"{number} is above the maximum {param.maximum:g}{_unit(param)}")
+        return number
+    if param.type == "bool":
+        text = str(value).lower()
+        if isinstance(value, bool):
+            return value
+        if text in _TRUE | _FALSE:
+            return text in _TRUE
+        raise fail(f"expected true or false, got {value!r}")
+    if param.type == "enum":
+        text = str(value).lower()
+        if text not in param.choices:
+            raise fail(f"expected one of {', '.join(param.choices)}, got {value!r}")
+        return text
+    if not isinstance(value, str):
+        raise fail(f"expected a string, got {value!r}")
+    return value
+
+
+def _number(value: Any, integer: bool) -> int | float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int) or (isinstance(value, float) and not integer):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value) if integer else float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _unit(param: Param) -> str:
+    return f" ({param.unit})" if param.unit else ""
+
+
+def check_range(start: int, end: int, length: int) -> None:
+    """Reject a read outside ``[0, length]``: a caller bug, not a client error."""
+    if not 0 <= start <= end <= length:
+        raise ValueError(f"read [{start}, {end}) outside [0, {length}]")
+
+
+def reframe(chunks: Iterable[bytes], size: int) -> Iterator[bytes]:
+    """Re-cut a stream into pieces of exactly ``size`` bytes, the last one shorter.
+
+    Yields nothing for an empty stream. Holds at most one piece plus one chunk.
+    """
+    buf = bytearray()
+    for chunk in chunks:
+        if not buf and len(chunk) == size:
+            yield bytes(chunk)
+            continue
+        buf += chunk
+        while len(buf) >= size:
+            yield bytes(buf[:size])
+            # Deleting a bytearray's prefix only moves its start offset.
+            del buf[:size]
+    if buf:
+        yield bytes(buf)
+
+
+def split_exact(chunks: Iterable[bytes], sizes: Iterable[int]) -> Iterator[bytes]:
+    """Cut a stream into pieces of the given sizes; the stream must hold exactly that much."""
+    it = iter(chunks)
+    buf = bytearray()
+    for size in sizes:
+        while len(buf) < size:
+            chunk = next(it, None)
+            if chunk is None:
+                missing = size - len(buf)
+                raise IntegrityError(f"stored data ended early: {missing} bytes missing")
+            buf += chunk
+        yield bytes(buf[:size])
+        del buf[:size]
+    if buf or next(it, b""):
+        raise IntegrityError("stored data is longer than its index says")
+
+
+def sysmeta_int(sysmeta: Mapping[str, str], key: str, filter_name: str) -> int:
+    """An integer the filter recorded at PUT; a missing or bad one means the object is damaged."""
+    try:
+        value = int(sysmeta[key])
+    except (KeyError, ValueError):
+        raise IntegrityError(
+            f"{filter_name}: object sysmeta {key!r} is missing or not an integer"
+        ) from None
+    if value < 0:
+        raise IntegrityError(f"{filter_name}: object sysmeta {key!r} is negative")
+    return value
+
+
+class BytesSource:
+    """A ``ByteSource`` over bytes in memory: for tests and small payloads."""
+
+    def __init__(self, data: bytes, chunk_size: int = 65536) -> None:
+        self._data = memoryview(bytes(data))
+        self._chunk_size = chunk_size
+
+    @property
+    def length(self) -> int:
+        return len(self._data)
+
+    def read(self, start: int, end: int) -> Iterator[bytes]:
+        check_range(start, end, self.length)
+        for pos in range(start, end, self._chunk_size):
+            yield bytes(self._data[pos : min(end, pos + self._chunk_size)])
+
+
+def read_all(source: ByteSource, start: int = 0, end: int | None = None) -> bytes:
+    """Convenience for tests and small objects: join ``source.read(start, end)``."""
+    return b"".join(source.read(start, source.length if end is None else end))

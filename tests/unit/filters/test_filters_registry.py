@@ -1,0 +1,36 @@
+"""The registry lists every built-in filter and its metadata survives JSON."""
+
+import json
+
+import pytest
+
+from iostack.filters.errors import UnknownFilterError
+from iostack.filters.metadata import FilterMetadata
+from iostack.filters.registry import builtin_metadata, filter_names, get_filter
+
+
+def test_builtin_filters_are_listed():
+    assert filter_names() == ["noop", "compression", "encryption", "caching"]
+
+
+@pytest.mark.parametrize("metadata", builtin_metadata(), ids=lambda m: m.name)
+def test_metadata_json_round_trip(metadata):
+    wire = json.loads(json.dumps(metadata.to_json()))
+    assert FilterMetadata.from_json(wire) == metadata
+
+
+def test_lookup_is_case_insensitive():
+    assert get_filter("COMPRESSION") is get_filter("compression")
+    assert get_filter("Encryption").metadata.runs_before == ()
+    assert "encryption" in get_filter("compression").metadata.runs_before
+
+
+def test_unknown_filter_names_the_known_ones_and_a_suggestion():
+    with pytest.raises(UnknownFilterError, match=r"unknown filter 'compresion'.*'compression'\?"):
+        get_filter("compresion")
+
+
+def test_caching_applies_to_get_and_transforms_nothing():
+    spec = get_filter("caching")
+    assert spec.metadata.methods == frozenset({"GET"})
+    assert not spec.transforms_body
