@@ -184,6 +184,13 @@ def check_range(start: int, end: int, length: int) -> None:
         raise ValueError(f"read [{start}, {end}) outside [0, {length}]")
 
 
+def clip(data: bytes, offset: int, start: int, end: int) -> bytes:
+    """The part of ``data``, which begins at ``offset``, that lies in ``[start, end)``."""
+    if start <= offset and offset + len(data) <= end:
+        return data
+    return data[max(start - offset, 0) : end - offset]
+
+
 def reframe(chunks: Iterable[bytes], size: int) -> Iterator[bytes]:
     """Re-cut a stream into pieces of exactly ``size`` bytes, the last one shorter.
 

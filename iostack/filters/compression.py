@@ -45,6 +45,7 @@ from iostack.filters.base import (
     FilterContext,
     FilterSpec,
     check_range,
+    clip,
     reframe,
     split_exact,
     sysmeta_int,
@@ -262,11 +263,7 @@ class CompressionView:
         sizes = (entry[0] for entry in index.entries[first : last + 1])
         for number, blob in enumerate(split_exact(stored, sizes), start=first):
             data = self._decode(number, blob, index.entries[number])
-            base = number * self._frame_size
-            if start <= base and base + len(data) <= end:
-                yield data
-            else:
-                yield data[max(start - base, 0) : end - base]
+            yield clip(data, number * self._frame_size, start, end)
 
     def _decode(self, number: int, blob: bytes, entry: tuple[int, int, int]) -> bytes:
         _, kind, crc = entry
