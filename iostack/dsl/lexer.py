@@ -1,0 +1,133 @@
+"""Tokens of the policy language (PLY lexer).
+
+Keywords are case-insensitive; everything that is not a keyword (filter,
+class, metric, tenant and parameter names) is a ``NAME`` and is judged by the
+checker against the registries, so new filters need no grammar change.
+``G`` is a keyword only in ``G:name``, so a tenant may still be called ``G``.
+Newlines and ``;`` separate statements; ``#`` starts a comment.
+"""
+
+from __future__ import annotations
+
+import ply.lex as lex
+
+from iostack.dsl.errors import Diagnostic, DSLError
+
+KEYWORDS = {
+    "FOR", "WHEN", "DO", "TO", "SET", "DELETE", "WITH", "ON", "TRANSIENT", "ORDER",
+    "AND", "OR", "ALL", "TENANT", "CONTAINER", "OBJECT", "GROUP", "VOLUME", "STORAGE_GROUP",
+    "DEFINE", "CLASS", "AS", "OBJECT_TYPE", "OBJECT_SIZE", "OBJECT_TAG", "OBJECT_NAME",
+}
+
+tokens = (
+    *sorted(KEYWORDS),
+    "NAME", "PATH", "QUANTITY", "HEX", "STRING", "MATCH",
+    "GE", "LE", "NE", "EQEQ", "GT", "LT", "EQ", "COMMA", "COLON", "LPAREN", "RPAREN", "SEP",
+)
+
+t_ignore = " \t\r"
+t_ignore_COMMENT = r"\#[^\n]*"
+
+# Function rules are tried in the order they are defined: longer, more
+# specific shapes first (a path before a name, hex before a plain number).
+
+def t_MATCH(t):
+    r"""=~[ \t]*(?:"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'|[^\s,;]+)"""
+    body = t.value[2:].lstrip(" \t")
+    t.value = _unquote(body) if body[:1] in "\"'" else body
+    return t
+
+
+def t_STRING(t):
+    r""""(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'"""
+    t.value = _unquote(t.value)
+    return t
+
+
+def t_QUANTITY(t):
+    r"\d+(?:\.\d+)?(?:[A-Za-z]+(?:/[sS])?)?(?![\w/])"
+    # Not followed by a word character or "/": "2024/logs" is a path, "1MiB/s" a rate.
+    return t
+
+
+def t_PATH(t):
+    r"[A-Za-z0-9_][A-Za-z0-9_.@~+%\-]*(?:/[A-Za-z0-9_.@~+%\-]+)+"
+    return t
+
+
+def t_HEX(t):
+    r"0[xX][0-9a-fA-F]+\b"
+    return t
+
+
+def t_NAME(t):
+    r"[A-Za-z_][A-Za-z0-9_.\-]*"
+    upper = t.value.upper()
+    if upper in KEYWORDS:
+        t.type = upper
+    elif upper == "G" and t.lexer.lexdata.startswith(":", t.lexpos + 1):
+        t.type = "GROUP"
+    return t
+
+
+def t_SEP(t):
+    r"[\n;]"
+    if t.value == "\n":
+        t.lexer.lineno += 1
+    return t
+
+
+t_GE = r">="
+t_LE = r"<="
+t_NE = r"!="
+t_EQEQ = r"=="
+t_GT = r">"
+t_LT = r"<"
+t_EQ = r"="
+t_COMMA = r","
+t_COLON = r":"
+t_LPAREN = r"\("
+t_RPAREN = r"\)"
+
+
+def t_error(t):
+    # Record and go on, so one submission reports every bad character at once.
+    line, column = position(t.lexer.lexdata, t.lexpos)
+    t.lexer.diagnostics.append(Diagnostic(line, column, f"unexpected character {t.value[0]!r}"))
+    t.lexer.skip(1)
+
+
+def _unquote(text: str) -> str:
+    """Strip the quotes of a string literal and resolve backslash escapes."""
+    out, chars = [], iter(text[1:-1])
+    for ch in chars:
+        out.append(next(chars, "\\") if ch == "\\" else ch)
+    return "".join(out)
+
+
+def position(data: str, lexpos: int) -> tuple[int, int]:
+    """Line and column (from 1) of offset ``lexpos`` in ``data``."""
+    line = data.count("\n", 0, lexpos) + 1
+    return line, lexpos - (data.rfind("\n", 0, lexpos) + 1) + 1
+
+
+_LEXER = lex.lex(debug=False, optimize=False, errorlog=lex.NullLogger())
+
+
+def tokenize(text: str) -> list[lex.LexToken]:
+    """All tokens of ``text``, each with ``line``, ``column`` and ``end`` (offset after it).
+
+    Raises ``DSLError`` listing every character that starts no token.
+    """
+    lexer = _LEXER.clone()
+    lexer.lineno = 1
+    lexer.diagnostics = []
+    lexer.input(text)
+    result = []
+    for tok in iter(lexer.token, None):
+        tok.line, tok.column = position(text, tok.lexpos)
+        tok.end = lexer.lexpos
+        result.append(tok)
+    if lexer.diagnostics:
+        raise DSLError(lexer.diagnostics)
+    return result
