@@ -1,0 +1,104 @@
+"""``iostack aio start|stop|status``: run the all-in-one stack (what ``make run`` calls)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from iostack.aio.config import AioConfig
+from iostack.aio.services import redact
+from iostack.aio.stack import AioError, AllInOne
+from iostack.aio.state import resolve_state_dir
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    aio = subparsers.add_parser(
+        "aio", help="run the all-in-one stack (Swift, Redis, RabbitMQ, controller)"
+    )
+    verbs = aio.add_subparsers(dest="aio_command", required=True)
+
+    start = verbs.add_parser("start", help="start the stack (keeps what already runs)")
+    _state_dir_option(start)
+    for name in AioConfig.settings():
+        start.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None,
+                           help=f"(env IOSTACK_{name.upper()})")
+    start.add_argument("--json", action="store_true", help="print aio.json instead of a summary")
+    start.set_defaults(func=_start)
+
+    stop = verbs.add_parser("stop", help="stop what 'start' started in this state dir")
+    _state_dir_option(stop)
+    stop.set_defaults(func=_stop)
+
+    status = verbs.add_parser("status", help="show each component of the stack")
+    _state_dir_option(status)
+    status.set_defaults(func=_status)
+
+
+def _state_dir_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--state-dir", default=None,
+                        help="state dir (default: $IOSTACK_STATE_DIR or .iostack in the checkout)")
+
+
+def _stack(args: argparse.Namespace, overrides: dict[str, Any] | None = None) -> AllInOne:
+    return AllInOne(AioConfig.load(resolve_state_dir(args.state_dir), overrides))
+
+
+def _start(args: argparse.Namespace) -> int:
+    overrides = {name: getattr(args, name) for name in AioConfig.settings()}
+    try:
+        info = _stack(args, overrides).start()
+    except (AioError, ValueError) as exc:
+        print(f"iostack aio: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(info, indent=2, sort_keys=True))
+    else:
+        print(summary(info))
+    return 0
+
+
+def summary(info: dict[str, Any]) -> str:
+    swift = Path(sys.executable).with_name("swift")
+    t1 = info["tenants"]["t1"]
+    lines = [
+        "IOStack all-in-one is up.",
+        f"  Swift auth (v1.0):  {info['auth_url']}",
+        f"  S3 endpoint:        {info['s3_url']}  (region {info['s3_region']}; "
+        "access key = user, secret = key)",
+        f"  Controller API:     {info['controller_url']}/v1  (token in aio.json: admin_token)",
+        f"  Redis:              {redact(info['redis_url'])}",
+        f"  RabbitMQ:           {redact(info['amqp_url'])}",
+        "  Tenants:",
+    ]
+    for name, tenant in sorted(info["tenants"].items()):
+        lines.append(f"    {name}: account {tenant['account']}, user {tenant['user']}, "
+                     f"key {tenant['key']}")
+    lines += [
+        f"  Details and credentials: {info['state_dir']}/aio.json   Logs: {info['log_dir']}",
+        "",
+        "Try it:",
+        "  " + shlex.join([str(swift), "-A", info["auth_url"], "-U", t1["user"], "-K", t1["key"],
+                           "stat"]),
+    ]
+    return "\n".join(lines)
+
+
+def _stop(args: argparse.Namespace) -> int:
+    stopped = _stack(args).stop()
+    print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    stack = _stack(args)
+    rows = stack.status()
+    width = max(len(row.name) for row in rows)
+    for row in rows:
+        state = f"up (pid {row.pid})" if row.running and row.pid else (
+            "up" if row.running else "down")
+        print(f"{row.name:<{width}}  {state:<16}  {row.detail}")
+    return 0 if all(row.running for row in rows) else 3

@@ -1,0 +1,213 @@
+"""The all-in-one stack: Swift, memcached, Redis, RabbitMQ and the controller on one host.
+
+``AllInOne(config).start()`` brings every component up (those already
+running are kept), waits until each answers, checks that a tenant can
+authenticate, and writes ``aio.json`` describing the stack. ``stop()`` stops
+exactly the processes recorded in the state dir's pid files; ``status()``
+reports each one. Start-up that fails stops what it started and raises
+``AioError`` naming the component and its log file.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+
+from iostack.aio import secrets as aio_secrets
+from iostack.aio.config import AioConfig
+from iostack.aio.processes import ProcessManager
+from iostack.aio.services import (
+    ServiceError,
+    Services,
+    host_port,
+    port_open,
+    redact,
+    wait_until,
+)
+from iostack.aio.state import AIO_INFO_FILE, write_private_json
+from iostack.aio.swift import DAEMONS, SERVERS, SwiftLayout, tenant_account, tenant_user
+
+CONTROLLER = "controller"
+# Stop order: clients of a service before the service.
+STOP_ORDER = (CONTROLLER, "proxy", *DAEMONS, "object", "container", "account")
+
+
+class AioError(RuntimeError):
+    """The all-in-one could not be started; the message says which part and where its log is."""
+
+
+@dataclass(frozen=True)
+class ComponentStatus:
+    name: str
+    running: bool
+    pid: int | None
+    detail: str
+
+
+def _http_ok(url: str, headers: dict[str, str] | None = None) -> bool:
+    request = urllib.request.Request(url, headers=headers or {})  # noqa: S310 - our own loopback URL
+    try:
+        with urllib.request.urlopen(request, timeout=2) as response:  # noqa: S310
+            return 200 <= response.status < 300
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+class AllInOne:
+    """One all-in-one stack, identified by its state dir."""
+
+    def __init__(self, config: AioConfig) -> None:
+        self.config = config
+        self.state_dir = config.state_dir
+        self.processes = ProcessManager(self.state_dir)
+        self.services = Services(self.state_dir, self.processes, config.start_timeout)
+        self.info_path = self.state_dir / AIO_INFO_FILE
+
+    # -- start -----------------------------------------------------------------
+    def start(self) -> dict[str, Any]:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.config.save()
+        secrets = aio_secrets.load_or_create(self.state_dir)
+        already = set(self.processes.names())
+        try:
+            return self._start(secrets)
+        except (AioError, ServiceError) as exc:
+            for name in self.processes.names():
+                if name not in already:
+                    self.processes.stop(name)
+            raise AioError(str(exc)) from None
+
+    def _start(self, secrets: dict[str, str]) -> dict[str, Any]:
+        cfg = self.config
+        memcache = self.services.ensure("memcached", cfg.memcache_url)
+        redis = self.services.ensure("redis", cfg.redis_url)
+        amqp = self.services.ensure("rabbitmq", cfg.amqp_url)
+
+        layout = SwiftLayout(cfg, secrets, memcache.url)
+        layout.prepare()
+        for server in ("account", "container", "object", *DAEMONS, "proxy"):
+            port = layout.server_port(server) if server in SERVERS else None
+            self._start_process(server, layout.command(server), port)
+        for server in SERVERS:
+            self._wait_port(server, layout.server_port(server))
+        self._wait_for(
+            "proxy", lambda: _http_ok(f"{cfg.proxy_url}/healthcheck"), "healthcheck"
+        )
+
+        controller_url = f"http://{cfg.host}:{cfg.controller_port}"
+        controller_conf = self.state_dir / "etc" / "controller.json"
+        write_private_json(controller_conf, {
+            "host": cfg.host,
+            "port": cfg.controller_port,
+            "redis_url": redis.url,
+            "amqp_url": amqp.url,
+            "admin_token": secrets["controller_token"],
+            "state_dir": str(self.state_dir),
+            "auth_url": f"{cfg.proxy_url}/auth/v1.0",
+        })
+        self._start_process(
+            CONTROLLER,
+            [sys.executable, "-m", "iostack.controller.server", "--config", str(controller_conf)],
+            cfg.controller_port,
+        )
+        self._wait_for(
+            CONTROLLER, lambda: _http_ok(f"{controller_url}/v1/health"), "health check"
+        )
+
+        info = self._describe(secrets, redis.url, amqp.url, memcache.url, controller_url)
+        user = info["tenants"]["t1"]
+        self._wait_for(
+            "proxy",
+            lambda: _http_ok(info["auth_url"], {"X-Auth-User": user["user"],
+                                                "X-Auth-Key": user["key"]}),
+            "tenant authentication",
+        )
+        write_private_json(self.info_path, info)
+        return info
+
+    def _start_process(self, name: str, argv: list[str], port: int | None) -> None:
+        if self.processes.find(name):
+            return
+        if port is not None and port_open(self.config.host, port):
+            raise AioError(
+                f"{name}: port {self.config.host}:{port} is already in use by another program; "
+                f"choose another with IOSTACK_{name.upper()}_PORT or --{name}-port"
+            )
+        self.processes.start(name, argv)
+
+    def _wait_port(self, name: str, port: int) -> None:
+        self._wait_for(name, lambda: port_open(self.config.host, port), f"port {port}")
+
+    def _wait_for(self, name: str, check, what: str) -> None:
+        def alive_and_ready() -> bool:
+            if self.processes.find(name) is None:
+                raise AioError(
+                    f"{name} exited during start-up; see {self.processes.log_file(name)}"
+                )
+            return check()
+
+        if not wait_until(alive_and_ready, self.config.start_timeout, 0.1):
+            raise AioError(
+                f"{name} did not pass its {what} within {self.config.start_timeout:.0f}s; "
+                f"see {self.processes.log_file(name)}"
+            )
+
+    def _describe(self, secrets: dict[str, str], redis_url: str, amqp_url: str,
+                  memcache_url: str, controller_url: str) -> dict[str, Any]:
+        proxy = self.config.proxy_url
+        tenants = {
+            tenant: {
+                "account": tenant_account(tenant),
+                "user": tenant_user(tenant),
+                "key": secrets[f"{tenant}_key"],
+                "storage_url": f"{proxy}/v1/{tenant_account(tenant)}",
+            }
+            for tenant in aio_secrets.TENANTS
+        }
+        return {
+            "state_dir": str(self.state_dir),
+            "auth_url": f"{proxy}/auth/v1.0",
+            "swift_url": proxy,
+            "s3_url": proxy,
+            "s3_region": "us-east-1",
+            "redis_url": redis_url,
+            "amqp_url": amqp_url,
+            "memcache_url": memcache_url,
+            "controller_url": controller_url,
+            "admin_token": secrets["controller_token"],
+            "admin": {"user": "admin:admin", "key": secrets["admin_key"]},
+            "tenants": tenants,
+            "swift_dir": str(self.state_dir / "etc" / "swift"),
+            "log_dir": str(self.processes.log_dir),
+        }
+
+    # -- stop / status ---------------------------------------------------------
+    def stop(self) -> list[str]:
+        """Stop every process recorded in the state dir; return their names."""
+        stopped = [name for name in STOP_ORDER if self.processes.stop(name)]
+        stopped += self.services.stop_private()
+        # Whatever else a component registered (pid files we do not know by name).
+        stopped += [name for name in self.processes.names() if self.processes.stop(name)]
+        self.info_path.unlink(missing_ok=True)
+        return stopped
+
+    def status(self) -> list[ComponentStatus]:
+        rows = []
+        for name, info in sorted(self.services.info.items()):
+            if not info.private:
+                rows.append(ComponentStatus(name, port_open(*host_port(info.url)),
+                                            None, f"external {redact(info.url)}"))
+        for name in sorted(set(self.processes.names()) | set(STOP_ORDER)):
+            proc = self.processes.find(name)
+            rows.append(ComponentStatus(name, proc is not None, proc.pid if proc else None,
+                                        str(self.processes.log_file(name))))
+        return rows
+
+    def info(self) -> dict[str, Any] | None:
+        if not self.info_path.is_file():
+            return None
+        return json.loads(self.info_path.read_text(encoding="utf-8"))

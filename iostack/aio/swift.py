@@ -1,0 +1,185 @@
+"""The all-in-one's OpenStack Swift: configs, rings, devices and server commands.
+
+Everything lives under ``<state dir>``:
+
+- ``etc/swift/`` — ``swift.conf`` and one config per server, rings (``*.ring.gz``)
+- ``srv/node/d1..dN`` — the devices, plain directories (``mount_check = false``)
+- ``cache/`` — the recon cache
+
+Servers are started through ``iostack.aio.swift_launcher`` so that they read
+``swift.conf`` from ``etc/swift`` rather than ``/etc/swift``. Tenants ``t1``,
+``t2`` and ``t3`` (accounts ``AUTH_t1`` ...) each have a user ``<tenant>:user``
+with ``.admin`` on their own account; ``admin:admin`` is the reseller admin.
+The proxy runs ``s3api`` in front of ``tempauth``, so S3 clients authenticate
+with access key ``t1:user`` and the same key.
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import json
+import sys
+from configparser import ConfigParser
+from pathlib import Path
+
+from iostack.aio.config import AioConfig
+from iostack.aio.secrets import TENANTS
+
+RESELLER_PREFIX = "AUTH_"
+PART_POWER = 8
+SERVERS = ("account", "container", "object", "proxy")
+# Background daemons: (process name, config of the server they belong to).
+# The container updater keeps account listings' object and byte counts current.
+DAEMONS = {"container-updater": "container"}
+
+# Proxy pipeline, in order. Later components insert their middleware after
+# ``tempauth`` (policy enforcement must see the authenticated tenant).
+PROXY_PIPELINE = [
+    "catch_errors", "gatekeeper", "healthcheck", "proxy-logging", "cache",
+    "listing_formats", "bulk", "tempurl", "ratelimit", "s3api", "tempauth",
+    "copy", "container-quotas", "account-quotas", "slo", "dlo",
+    "versioned_writes", "symlink", "proxy-logging", "proxy-server",
+]
+
+
+def tenant_user(tenant: str) -> str:
+    return f"{tenant}:user"
+
+
+def tenant_account(tenant: str) -> str:
+    return f"{RESELLER_PREFIX}{tenant}"
+
+
+class SwiftLayout:
+    """Paths and configs of the all-in-one's Swift."""
+
+    def __init__(self, config: AioConfig, secrets: dict[str, str], memcache_url: str) -> None:
+        self.config = config
+        self.secrets = secrets
+        self.memcache_url = memcache_url
+        self.swift_dir = config.state_dir / "etc" / "swift"
+        self.devices_dir = config.state_dir / "srv" / "node"
+        self.cache_dir = config.state_dir / "cache"
+
+    @property
+    def device_names(self) -> list[str]:
+        return [f"d{i}" for i in range(1, self.config.replicas + 1)]
+
+    def conf_path(self, server: str) -> Path:
+        return self.swift_dir / f"{server}-server.conf"
+
+    def server_port(self, server: str) -> int:
+        return getattr(self.config, f"{server}_port")
+
+    def command(self, server: str) -> list[str]:
+        """Command line of a server (``proxy`` ...) or a daemon (``container-updater``)."""
+        conf = self.conf_path(DAEMONS.get(server, server))
+        section = server if server in DAEMONS else f"{server}-server"
+        return [sys.executable, "-m", "iostack.aio.swift_launcher",
+                str(self.swift_dir), str(conf), section]
+
+    def prepare(self) -> None:
+        """Write configs, create devices and (re)build rings when their inputs changed."""
+        self.swift_dir.mkdir(parents=True, exist_ok=True)
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        for name in self.device_names:
+            (self.devices_dir / name).mkdir(parents=True, exist_ok=True)
+        self._write(self.swift_dir / "swift.conf", self._swift_conf())
+        for server in SERVERS:
+            self._write(self.conf_path(server), self._server_conf(server))
+        self._build_rings()
+
+    @staticmethod
+    def _write(path: Path, conf: ConfigParser) -> None:
+        with open(path, "w", encoding="utf-8") as f:
+            conf.write(f)
+        path.chmod(0o600)  # holds the hash prefix/suffix and the tenants' keys
+
+    def _swift_conf(self) -> ConfigParser:
+        conf = ConfigParser(interpolation=None)
+        conf["swift-hash"] = {
+            "swift_hash_path_prefix": self.secrets["swift_hash_path_prefix"],
+            "swift_hash_path_suffix": self.secrets["swift_hash_path_suffix"],
+        }
+        conf["storage-policy:0"] = {"name": "Policy-0", "default": "yes"}
+        return conf
+
+    def _defaults(self, server: str) -> dict[str, str]:
+        return {
+            "bind_ip": self.config.host,
+            "bind_port": str(self.server_port(server)),
+            "workers": str(self.config.workers),
+            "user": getpass.getuser(),
+            "swift_dir": str(self.swift_dir),
+            "devices": str(self.devices_dir),
+            "mount_check": "false",
+            "recon_cache_path": str(self.cache_dir),
+            "log_name": f"{server}-server",
+            "log_level": "INFO",
+            "eventlet_debug": "false",
+        }
+
+    def _server_conf(self, server: str) -> ConfigParser:
+        conf = ConfigParser(interpolation=None)
+        conf["DEFAULT"] = self._defaults(server)
+        if server == "proxy":
+            self._proxy_sections(conf)
+            return conf
+        conf["pipeline:main"] = {"pipeline": f"healthcheck recon {server}-server"}
+        conf[f"app:{server}-server"] = {"use": f"egg:swift#{server}"}
+        if server == "container":
+            conf["container-updater"] = {"interval": "5", "concurrency": "1"}
+        conf["filter:healthcheck"] = {"use": "egg:swift#healthcheck"}
+        conf["filter:recon"] = {"use": "egg:swift#recon"}
+        return conf
+
+    def _proxy_sections(self, conf: ConfigParser) -> None:
+        conf["pipeline:main"] = {"pipeline": " ".join(PROXY_PIPELINE)}
+        conf["app:proxy-server"] = {
+            "use": "egg:swift#proxy",
+            "account_autocreate": "true",
+            "allow_account_management": "true",
+        }
+        tempauth = {
+            "use": "egg:swift#tempauth",
+            "reseller_prefix": RESELLER_PREFIX.rstrip("_"),
+            "user_admin_admin": f"{self.secrets['admin_key']} .admin .reseller_admin",
+        }
+        for tenant in TENANTS:
+            tempauth[f"user_{tenant}_user"] = f"{self.secrets[tenant + '_key']} .admin"
+        conf["filter:tempauth"] = tempauth
+        conf["filter:s3api"] = {"use": "egg:swift#s3api", "location": "us-east-1"}
+        conf["filter:cache"] = {
+            "use": "egg:swift#memcache",
+            "memcache_servers": self.memcache_url,
+        }
+        for name in PROXY_PIPELINE[:-1]:
+            if not conf.has_section(f"filter:{name}"):
+                conf[f"filter:{name}"] = {"use": f"egg:swift#{name.replace('-', '_')}"}
+
+    def _build_rings(self) -> None:
+        from swift.common.ring import RingBuilder
+
+        inputs = {
+            "replicas": self.config.replicas,
+            "part_power": PART_POWER,
+            "host": self.config.host,
+            "ports": {s: self.server_port(s) for s in ("account", "container", "object")},
+        }
+        fingerprint = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+        stamp = self.swift_dir / "rings.fingerprint"
+        rings = [self.swift_dir / f"{kind}.ring.gz" for kind in ("account", "container", "object")]
+        if stamp.is_file() and stamp.read_text() == fingerprint and all(r.is_file() for r in rings):
+            return
+        for kind, ring_path in zip(("account", "container", "object"), rings, strict=True):
+            builder = RingBuilder(PART_POWER, self.config.replicas, 1)
+            for dev_id, device in enumerate(self.device_names):
+                builder.add_dev({
+                    "id": dev_id, "region": 1, "zone": dev_id + 1, "weight": 100,
+                    "ip": self.config.host, "port": self.server_port(kind), "device": device,
+                })
+            builder.rebalance()
+            builder.save(str(self.swift_dir / f"{kind}.builder"))
+            builder.get_ring().save(str(ring_path))
+        stamp.write_text(fingerprint)
