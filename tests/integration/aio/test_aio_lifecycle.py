@@ -1,0 +1,121 @@
+"""`iostack aio` on a machine with no Redis, RabbitMQ or memcached: it starts its own.
+
+Runs a second, private all-in-one in a temporary state dir, on free ports, with
+the configured service URLs pointing at closed ports, the way a fresh machine
+looks to it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pika
+import pytest
+import redis
+
+from iostack.aio.processes import ProcessManager
+from iostack.aio.services import free_port
+
+pytestmark = pytest.mark.integration
+
+EXPECTED = {"account", "container", "object", "proxy", "container-updater", "controller",
+            "memcached", "redis", "rabbitmq", "epmd"}
+
+
+def aio(verb: str, state_dir: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(  # noqa: S603 - fixed argv
+        [sys.executable, "-m", "iostack.cli", "aio", verb, "--state-dir", str(state_dir), *extra],
+        capture_output=True, text=True, timeout=180, check=False,
+    )
+
+
+def ports_args() -> list[str]:
+    chosen: set[int] = set()
+    while len(chosen) < 8:
+        chosen.add(free_port())
+    closed = sorted(chosen)
+    args = []
+    for name, port in zip(("proxy", "account", "container", "object", "controller"), closed,
+                          strict=False):
+        args += [f"--{name}-port", str(port)]
+    # Nothing listens on these: the stack must start private services.
+    args += ["--redis-url", f"redis://127.0.0.1:{closed[5]}/0",
+             "--amqp-url", f"amqp://guest:guest@127.0.0.1:{closed[6]}/%2F",
+             "--memcache-url", f"127.0.0.1:{closed[7]}"]
+    return args
+
+
+def live_pids(state_dir: Path) -> dict[str, int]:
+    manager = ProcessManager(state_dir)
+    return {name: proc.pid for name in manager.names() if (proc := manager.find(name))}
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_private_services_start_stop_and_restart(tmp_path):
+    state_dir = tmp_path / "aio"
+    args = ports_args()
+    started = aio("start", state_dir, "--json", *args)
+    assert started.returncode == 0, started.stderr
+    try:
+        info = json.loads(started.stdout)
+        assert info == json.loads((state_dir / "aio.json").read_text())
+        assert oct((state_dir / "aio.json").stat().st_mode & 0o777) == "0o600"
+        for key in ("auth_url", "s3_url", "redis_url", "amqp_url", "state_dir", "tenants",
+                    "controller_url", "admin_token"):
+            assert info[key], key
+        assert set(info["tenants"]) == {"t1", "t2", "t3"}
+        keys = {t["key"] for t in info["tenants"].values()}
+        assert len(keys) == 3 and all(len(k) >= 24 for k in keys)
+
+        # Private services with generated credentials, no well-known ones.
+        assert "guest" not in info["amqp_url"]
+        assert redis.Redis.from_url(info["redis_url"]).ping()
+        with pytest.raises(redis.AuthenticationError):
+            redis.Redis(port=int(info["redis_url"].rsplit(":", 1)[1].split("/")[0])).ping()
+        pika.BlockingConnection(pika.URLParameters(info["amqp_url"])).close()
+
+        pids = live_pids(state_dir)
+        assert set(pids) == EXPECTED
+
+        status = aio("status", state_dir)
+        assert status.returncode == 0, status.stdout
+
+        # Idempotent: a second start keeps every process and every credential.
+        again = aio("start", state_dir, "--json")
+        assert again.returncode == 0, again.stderr
+        assert live_pids(state_dir) == pids
+        assert json.loads(again.stdout)["tenants"] == info["tenants"]
+    finally:
+        stopped = aio("stop", state_dir)
+    assert stopped.returncode == 0
+    assert not any(pid_alive(pid) for pid in pids.values())
+    assert live_pids(state_dir) == {}
+    assert not (state_dir / "aio.json").exists()
+    down = aio("status", state_dir)
+    assert down.returncode != 0
+
+
+def test_port_in_use_fails_clearly_and_leaves_nothing_running(tmp_path):
+    state_dir = tmp_path / "aio"
+    args = ports_args()
+    proxy_port = int(args[args.index("--proxy-port") + 1])
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", proxy_port))
+        squatter.listen()
+        result = aio("start", state_dir, *args, "--start-timeout", "30")
+    assert result.returncode == 1
+    assert f"proxy: port 127.0.0.1:{proxy_port} is already in use" in result.stderr
+    assert live_pids(state_dir) == {}
+    assert not os.path.exists(state_dir / "aio.json")

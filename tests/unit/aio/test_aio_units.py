@@ -1,0 +1,91 @@
+"""Unit tests of the all-in-one's building blocks (no services needed)."""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from configparser import ConfigParser
+
+import pytest
+
+from iostack.aio import secrets
+from iostack.aio.config import AioConfig
+from iostack.aio.processes import ProcessManager
+from iostack.aio.services import redact
+from iostack.aio.swift import PROXY_PIPELINE, SwiftLayout
+
+
+def test_config_precedence(tmp_path, monkeypatch):
+    AioConfig.load(tmp_path, {"proxy_port": 9001, "replicas": 3}).save()
+    assert AioConfig.load(tmp_path).proxy_port == 9001
+    monkeypatch.setenv("IOSTACK_PROXY_PORT", "9002")
+    assert AioConfig.load(tmp_path).proxy_port == 9002
+    assert AioConfig.load(tmp_path, {"proxy_port": "9003"}).proxy_port == 9003
+    assert AioConfig.load(tmp_path).replicas == 3
+
+
+def test_config_rejects_bad_replicas(tmp_path):
+    with pytest.raises(ValueError, match="replicas"):
+        AioConfig.load(tmp_path, {"replicas": 4})
+
+
+def test_secrets_are_generated_once_private_and_distinct(tmp_path):
+    first = secrets.load_or_create(tmp_path)
+    assert secrets.load_or_create(tmp_path) == first
+    path = tmp_path / secrets.SECRETS_FILE
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert len(set(first.values())) == len(first)
+    extra = secrets.generated_secret(tmp_path, "redis_password")
+    assert secrets.generated_secret(tmp_path, "redis_password") == extra
+
+
+def test_swift_layout_writes_private_configs_and_rings(tmp_path):
+    config = AioConfig.load(tmp_path, {"replicas": 3, "proxy_port": 18080})
+    layout = SwiftLayout(config, secrets.load_or_create(tmp_path), "127.0.0.1:11211")
+    layout.prepare()
+    proxy = ConfigParser(interpolation=None)
+    proxy.read(layout.conf_path("proxy"))
+    assert proxy["DEFAULT"]["bind_port"] == "18080"
+    assert proxy["pipeline:main"]["pipeline"].split() == PROXY_PIPELINE
+    assert proxy["pipeline:main"]["pipeline"].index("s3api") < proxy["pipeline:main"][
+        "pipeline"].index("tempauth")
+    for name in PROXY_PIPELINE[:-1]:
+        assert proxy.has_section(f"filter:{name}"), name
+    assert stat.S_IMODE(layout.conf_path("proxy").stat().st_mode) == 0o600
+    assert sorted(p.name for p in layout.devices_dir.iterdir()) == ["d1", "d2", "d3"]
+
+    from swift.common.ring import RingData
+
+    ring = RingData.load(str(layout.swift_dir / "object.ring.gz"))
+    assert ring.replica_count == 3
+    assert {dev["port"] for dev in ring.devs} == {config.object_port}
+    before = (layout.swift_dir / "object.ring.gz").stat().st_mtime_ns
+    layout.prepare()  # unchanged inputs: rings are kept
+    assert (layout.swift_dir / "object.ring.gz").stat().st_mtime_ns == before
+
+
+def test_process_manager_start_find_stop(tmp_path):
+    manager = ProcessManager(tmp_path)
+    proc = manager.start("sleeper", [sys.executable, "-c", "import time; time.sleep(60)"])
+    assert manager.find("sleeper") == proc
+    assert manager.start("sleeper", ["false"]) == proc  # already running: not started twice
+    assert manager.stop("sleeper")
+    assert manager.find("sleeper") is None
+    assert not manager.stop("sleeper")
+
+
+def test_stale_pid_file_of_a_reused_pid_is_not_ours(tmp_path):
+    manager = ProcessManager(tmp_path)
+    manager.run_dir.mkdir(parents=True)
+    # Our own pid, but with another start time: a pid reused by another program.
+    manager.pid_file("ghost").write_text(f"{os.getpid()} 1\n")
+    assert manager.find("ghost") is None
+    assert not manager.stop("ghost")
+    assert not manager.pid_file("ghost").exists()
+
+
+def test_redact_hides_only_the_password():
+    assert redact("amqp://guest:guest@127.0.0.1:5672/%2F") == "amqp://guest:***@127.0.0.1:5672/%2F"
+    assert redact("redis://:s3cret@127.0.0.1:1234/0") == "redis://:***@127.0.0.1:1234/0"
+    assert redact("redis://127.0.0.1:6379/0") == "redis://127.0.0.1:6379/0"
