@@ -53,15 +53,21 @@ def chunked(data: bytes, size: int) -> list[bytes]:
 
 
 def log_text(size: int, seed: int = 1) -> bytes:
-    """Redundant log-like text, as web servers and daemons write it."""
+    """Redundant log-like text: a proxy access log with few clients, paths and statuses."""
     rng = random.Random(seed)
+    clients = [f"10.0.{i}.{17 * i + 3}" for i in range(8)]
+    paths = [f"/v1/AUTH_t{i % 3 + 1}/logs/app-{i}.log" for i in range(20)]
+    statuses = ["200"] * 12 + ["201", "204", "404", "499"]
     lines = []
     total = 0
+    second = 0
     while total < size:
+        second += rng.randrange(2)
         line = (
-            f"2026-11-21T05:{rng.randrange(60):02d}:{rng.randrange(60):02d}Z proxy-server "
-            f"INFO 10.0.{rng.randrange(4)}.{rng.randrange(256)} GET /v1/AUTH_t1/logs/obj"
-            f"{rng.randrange(100)} 200 {rng.randrange(100000)} txn{rng.randrange(1 << 20):x}\n"
+            f"2026-11-21T{second // 3600 % 24:02d}:{second // 60 % 60:02d}:{second % 60:02d}Z "
+            f"proxy-server: {rng.choice(clients)} - - {rng.choice(['GET', 'GET', 'PUT'])} "
+            f"{rng.choice(paths)} HTTP/1.1 {rng.choice(statuses)} - python-swiftclient "
+            f"{rng.choice(['1024', '4096', '65536', '1048576'])} - tx{len(lines):08x}-iostack\n"
         ).encode()
         lines.append(line)
         total += len(line)

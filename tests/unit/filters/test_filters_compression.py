@@ -1,0 +1,160 @@
+"""compression: gzip/zstd frames, raw frames for incompressible data, integrity, parameters."""
+
+from __future__ import annotations
+
+import gzip
+import os
+
+import pytest
+from filters_testlib import CountingSource, log_text, store_chain
+
+from iostack.filters import compression
+from iostack.filters.base import BytesSource, FilterContext, read_all
+from iostack.filters.errors import IntegrityError, ParamError
+from iostack.filters.registry import get_filter
+
+KIB = 1024
+SPEC = get_filter("compression")
+CTX = FilterContext("AUTH_t1", "logs", "obj")
+
+
+def put(data: bytes, **params):
+    stored, (sysmeta,) = store_chain([(SPEC, params)], CTX, data)
+    return stored, sysmeta
+
+
+def view(stored: bytes, sysmeta):
+    return SPEC.open_view(BytesSource(stored), sysmeta, CTX)
+
+
+@pytest.mark.parametrize("algorithm", ["gzip", "zstd"])
+def test_redundant_text_shrinks_to_a_tenth(algorithm):
+    data = log_text(2 * 1024 * KIB)
+    stored, sysmeta = put(data, algorithm=algorithm)
+    assert len(stored) < 0.10 * len(data)
+    assert sysmeta["raw"] == "0" and "gave_up" not in sysmeta
+    assert sysmeta["alg"] == algorithm and sysmeta["len"] == str(len(data))
+
+
+def test_gzip_frames_are_real_gzip_members():
+    data = log_text(300 * KIB)
+    stored, sysmeta = put(data, algorithm="gzip", frame_size=64 * KIB)
+    members = stored[: -int(sysmeta["trailer"])]
+    # Concatenated members are one valid multi-member gzip file (RFC 1952).
+    assert gzip.decompress(members) == data
+    single, meta = put(data[:1000], algorithm="gzip")
+    assert gzip.decompress(single[: -int(meta["trailer"])]) == data[:1000]
+
+
+@pytest.mark.parametrize("algorithm", ["gzip", "zstd"])
+def test_incompressible_data_is_stored_raw_and_the_encoder_gives_up(algorithm, monkeypatch):
+    calls = []
+    real = compression.CompressionEncoder._compress
+    monkeypatch.setattr(compression.CompressionEncoder, "_compress",
+                        lambda self, frame: calls.append(len(frame)) or real(self, frame))
+    data = os.urandom(2 * 1024 * KIB)
+    stored, sysmeta = put(data, algorithm=algorithm, frame_size=64 * KIB)
+    frames = int(sysmeta["frames"])
+    assert frames == 32 and sysmeta["raw"] == "32"
+    assert sysmeta["gave_up"] == str(compression.GIVE_UP_AFTER)
+    # Only the first few frames were even tried.
+    assert len(calls) == compression.GIVE_UP_AFTER
+    assert len(stored) == len(data) + int(sysmeta["trailer"])
+    assert read_all(view(stored, sysmeta)) == data
+
+
+def test_probe_skips_a_random_frame_without_a_full_compression(monkeypatch):
+    full_passes = []
+    encoder = SPEC.encoder({"algorithm": "zstd"}, CTX)
+    real = encoder._codec.compress
+    monkeypatch.setattr(encoder._codec, "compress", lambda d: full_passes.append(1) or real(d))
+    b"".join(encoder.encode([os.urandom(256 * KIB), log_text(256 * KIB)]))
+    assert len(full_passes) == 1  # the text frame only
+    assert encoder.sysmeta()["raw"] == "1"
+
+
+def test_mixed_body_keeps_compressing_text_after_a_random_stretch():
+    data = os.urandom(128 * KIB) + log_text(512 * KIB)
+    stored, sysmeta = put(data, frame_size=64 * KIB)
+    assert sysmeta["raw"] == "2" and "gave_up" not in sysmeta
+    assert len(stored) < 128 * KIB + 64 * KIB
+    assert read_all(view(stored, sysmeta)) == data
+
+
+def test_range_read_fetches_the_trailer_and_only_the_needed_frames():
+    data = log_text(1024 * KIB)
+    stored, sysmeta = put(data, frame_size=64 * KIB)
+    lower = CountingSource(BytesSource(stored))
+    v = SPEC.open_view(lower, sysmeta, CTX)
+    assert v.length == len(data) and lower.reads == []  # HEAD needs no read
+    assert read_all(v, 5 * 64 * KIB + 3, 5 * 64 * KIB + 4) == data[5 * 64 * KIB + 3 :][:1]
+    trailer_start = len(stored) - int(sysmeta["trailer"])
+    assert lower.reads[0] == (trailer_start, len(stored))
+    assert len(lower.reads) == 2
+    start, end = lower.reads[1]
+    assert end - start < 64 * KIB  # one compressed frame, not the object
+    read_all(v, 0, 10)
+    assert len(lower.reads) == 3  # the index is parsed once per view
+
+
+def flip(data: bytes, position: int) -> bytes:
+    return data[:position] + bytes([data[position] ^ 0x01]) + data[position + 1 :]
+
+
+@pytest.mark.parametrize("what", ["compressed frame", "raw frame", "trailer"])
+def test_corruption_is_an_integrity_error(what):
+    data = log_text(64 * KIB) + os.urandom(64 * KIB)
+    stored, sysmeta = put(data, frame_size=64 * KIB)
+    trailer_start = len(stored) - int(sysmeta["trailer"])
+    position = {"compressed frame": 100, "raw frame": trailer_start - 100,
+                "trailer": trailer_start + 20}[what]
+    with pytest.raises(IntegrityError):
+        read_all(view(flip(stored, position), sysmeta))
+
+
+def test_truncated_object_and_bad_sysmeta_are_integrity_errors():
+    data = log_text(200 * KIB)
+    stored, sysmeta = put(data, frame_size=64 * KIB)
+    with pytest.raises(IntegrityError, match="index"):
+        read_all(view(stored[:-1], sysmeta))
+    with pytest.raises(IntegrityError, match="index"):
+        read_all(view(stored[:50] + stored[60:], sysmeta))
+    with pytest.raises(IntegrityError, match="does not match"):
+        read_all(view(stored, sysmeta | {"len": str(len(data) + 1)}))
+    with pytest.raises(IntegrityError, match="algorithm"):
+        view(stored, sysmeta | {"alg": "lzma"})
+    with pytest.raises(IntegrityError, match="'trailer'"):
+        view(stored, {k: v for k, v in sysmeta.items() if k != "trailer"})
+    with pytest.raises(IntegrityError, match="does not fit"):
+        view(stored, sysmeta | {"trailer": str(len(stored) + 1)})
+
+
+@pytest.mark.parametrize(
+    ("params", "param", "message"),
+    [
+        ({"algorithm": "lz4"}, "algorithm", "expected one of gzip, zstd"),
+        ({"algorithm": "gzip", "level": 12}, "level", "gzip accepts 1-9, got 12"),
+        ({"level": 0}, "level", "below the minimum 1"),
+        ({"level": "fast"}, "level", "expected an integer"),
+        ({"frame_size": 1024}, "frame_size", r"below the minimum 65536 \(bytes\)"),
+        ({"frame_size": 64 * 1024 * KIB}, "frame_size", "above the maximum"),
+        ({"ratio": 3}, "ratio", "unknown parameter"),
+    ],
+)
+def test_bad_parameters_say_which_and_why(params, param, message):
+    with pytest.raises(ParamError, match=message) as caught:
+        SPEC.encoder(params, CTX)
+    assert caught.value.param == param and caught.value.filter_name == "compression"
+
+
+def test_parameters_from_strings_are_accepted():
+    encoder = SPEC.encoder({"algorithm": "GZIP", "level": "9", "frame_size": "131072"}, CTX)
+    b"".join(encoder.encode([b"abc" * 1000]))
+    sysmeta = encoder.sysmeta()
+    assert (sysmeta["alg"], sysmeta["level"], sysmeta["frame"]) == ("gzip", "9", "131072")
+
+
+def test_sysmeta_before_the_end_of_the_body_is_refused():
+    encoder = SPEC.encoder({}, CTX)
+    with pytest.raises(Exception, match="before the body was encoded"):
+        encoder.sysmeta()
