@@ -56,13 +56,14 @@ def _read_root_secret(path: str) -> bytes:
                           f"iostack.filters.keys.create_key_file)") from None
     except OSError as exc:
         raise ConfigError(f"key file {path} cannot be opened: {exc.strerror}") from None
-    with os.fdopen(fd, "rb") as key_file:
-        info = os.fstat(key_file.fileno())
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_mode & 0o077:
+        os.close(fd)
         if not stat.S_ISREG(info.st_mode):
             raise ConfigError(f"key file {path} is not a regular file")
-        if info.st_mode & 0o077:
-            raise ConfigError(f"key file {path} is accessible by group or others "
-                              f"(mode {stat.S_IMODE(info.st_mode):04o}); chmod 600 it")
+        raise ConfigError(f"key file {path} is accessible by group or others "
+                          f"(mode {stat.S_IMODE(info.st_mode):04o}); chmod 600 it")
+    with os.fdopen(fd, "rb") as key_file:
         secret = key_file.read()
     if len(secret) < ROOT_SECRET_MIN_BYTES:
         raise ConfigError(f"key file {path} holds {len(secret)} bytes; "
