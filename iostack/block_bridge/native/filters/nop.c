@@ -1,0 +1,34 @@
+/* nop: passes data through untouched; its cost is the framework's own. */
+#include "common.h"
+#include "iostack_filter.h"
+
+void write_xform(void *buf, unsigned long cnt, unsigned long offset, bool *doWrite)
+{
+    (void)buf, (void)cnt, (void)offset;
+    *doWrite = true;
+}
+
+void read_xform(void *buf, unsigned long cnt, unsigned long offset)
+{
+    (void)buf, (void)cnt, (void)offset;
+}
+
+int pass_args(char *args)
+{
+    struct fa_kv kv[FA_MAX];
+    int n = fa_parse(args, kv, FA_MAX);
+
+    if (n > 0)
+        return fa_fail("nop takes no arguments, got '%s'", kv[0].key);
+    return n;
+}
+
+char *get_name(void)
+{
+    return "nop";
+}
+
+int iostack_thread_safe(void)
+{
+    return 1;
+}
