@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pika
@@ -19,7 +17,7 @@ import pytest
 import redis
 
 from iostack.aio.processes import ProcessManager
-from iostack.aio.services import free_port
+from iostack.aio.session import PORT_SETTINGS, aio_command, free_port_args
 
 pytestmark = pytest.mark.integration
 
@@ -27,27 +25,14 @@ EXPECTED = {"account", "container", "object", "proxy", "container-updater", "con
             "memcached", "redis", "rabbitmq", "epmd"}
 
 
-def aio(verb: str, state_dir: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run(  # noqa: S603 - fixed argv
-        [sys.executable, "-m", "iostack.cli", "aio", verb, "--state-dir", str(state_dir), *extra],
-        capture_output=True, text=True, timeout=180, check=False,
-    )
-
-
 def ports_args() -> list[str]:
-    chosen: set[int] = set()
-    while len(chosen) < 8:
-        chosen.add(free_port())
-    closed = sorted(chosen)
-    args = []
-    for name, port in zip(("proxy", "account", "container", "object", "controller"), closed,
-                          strict=False):
-        args += [f"--{name}-port", str(port)]
+    names = (*PORT_SETTINGS, "redis", "amqp", "memcache")
+    ports = dict(zip(names, free_port_args(names)[1::2], strict=True))
+    args = [arg for name in PORT_SETTINGS for arg in (f"--{name}-port", ports[name])]
     # Nothing listens on these: the stack must start private services.
-    args += ["--redis-url", f"redis://127.0.0.1:{closed[5]}/0",
-             "--amqp-url", f"amqp://guest:guest@127.0.0.1:{closed[6]}/%2F",
-             "--memcache-url", f"127.0.0.1:{closed[7]}"]
-    return args
+    return args + ["--redis-url", f"redis://127.0.0.1:{ports['redis']}/0",
+                   "--amqp-url", f"amqp://guest:guest@127.0.0.1:{ports['amqp']}/%2F",
+                   "--memcache-url", f"127.0.0.1:{ports['memcache']}"]
 
 
 def live_pids(state_dir: Path) -> dict[str, int]:
@@ -66,7 +51,7 @@ def pid_alive(pid: int) -> bool:
 def test_private_services_start_stop_and_restart(tmp_path):
     state_dir = tmp_path / "aio"
     args = ports_args()
-    started = aio("start", state_dir, "--json", *args)
+    started = aio_command("start", state_dir, "--json", *args)
     assert started.returncode == 0, started.stderr
     try:
         info = json.loads(started.stdout)
@@ -89,21 +74,21 @@ def test_private_services_start_stop_and_restart(tmp_path):
         pids = live_pids(state_dir)
         assert set(pids) == EXPECTED
 
-        status = aio("status", state_dir)
+        status = aio_command("status", state_dir)
         assert status.returncode == 0, status.stdout
 
         # Idempotent: a second start keeps every process and every credential.
-        again = aio("start", state_dir, "--json")
+        again = aio_command("start", state_dir, "--json")
         assert again.returncode == 0, again.stderr
         assert live_pids(state_dir) == pids
         assert json.loads(again.stdout)["tenants"] == info["tenants"]
     finally:
-        stopped = aio("stop", state_dir)
+        stopped = aio_command("stop", state_dir)
     assert stopped.returncode == 0
     assert not any(pid_alive(pid) for pid in pids.values())
     assert live_pids(state_dir) == {}
     assert not (state_dir / "aio.json").exists()
-    down = aio("status", state_dir)
+    down = aio_command("status", state_dir)
     assert down.returncode != 0
 
 
@@ -114,7 +99,7 @@ def test_port_in_use_fails_clearly_and_leaves_nothing_running(tmp_path):
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", proxy_port))
         squatter.listen()
-        result = aio("start", state_dir, *args, "--start-timeout", "30")
+        result = aio_command("start", state_dir, *args, "--start-timeout", "30")
     assert result.returncode == 1
     assert f"proxy: port 127.0.0.1:{proxy_port} is already in use" in result.stderr
     assert live_pids(state_dir) == {}

@@ -1,0 +1,184 @@
+"""Shared benchmark harness: a running stack, timed PUT/GET loops, medians, tables.
+
+Benchmarks run against the all-in-one (``make run``'s if it answers, else a
+private one they start and stop). Each measurement is a fixed-duration loop of
+PUTs or GETs by N concurrent clients over keep-alive HTTP connections; results
+are repeated and reported as medians, because the machine is shared and noisy.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import statistics
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from iostack.aio.session import running_stack
+
+CHECKOUT = Path(__file__).resolve().parents[1]
+
+
+@contextmanager
+def stack() -> Iterator[dict[str, Any]]:
+    with running_stack(CHECKOUT / ".iostack-bench") as info:
+        yield info
+
+
+def auth(info: dict[str, Any], tenant: str) -> tuple[str, str]:
+    """Storage URL and token of a tenant."""
+    creds = info["tenants"][tenant]
+    request = urllib.request.Request(  # noqa: S310 - loopback URL from aio.json
+        info["auth_url"], headers={"X-Auth-User": creds["user"], "X-Auth-Key": creds["key"]}
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
+        return response.headers["X-Storage-Url"], response.headers["X-Auth-Token"]
+
+
+class Client:
+    """One keep-alive HTTP connection to a storage URL."""
+
+    def __init__(self, storage_url: str, token: str) -> None:
+        parts = urlsplit(storage_url)
+        self.path = parts.path
+        self.conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=120)
+        self.token = token
+
+    def request(self, method: str, path: str, body: bytes | None = None,
+                headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+        all_headers = {"X-Auth-Token": self.token, **(headers or {})}
+        self.conn.request(method, f"{self.path}/{path}", body=body, headers=all_headers)
+        response = self.conn.getresponse()
+        data = response.read()
+        if response.status >= 300:
+            raise RuntimeError(f"{method} {path}: {response.status} {data[:200]!r}")
+        return response.status, data
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+@dataclass
+class Result:
+    ops: int
+    seconds: float
+    nbytes: int
+    latencies: list[float]
+
+    @property
+    def ops_per_s(self) -> float:
+        return self.ops / self.seconds
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.nbytes / self.seconds / 1e6
+
+
+def run_clients(
+    clients: int,
+    duration: float,
+    op: Callable[[Client, int, int], int],
+    make_client: Callable[[], Client],
+    min_ops: int = 3,
+) -> Result:
+    """Run ``op(client, client_index, iteration) -> bytes moved`` in a loop on N threads."""
+    results: list[tuple[int, int, list[float]]] = []
+    lock = threading.Lock()
+    start_gate = threading.Barrier(clients + 1)
+    deadline_box: list[float] = []
+
+    def worker(index: int) -> None:
+        client = make_client()
+        start_gate.wait()
+        ops = nbytes = 0
+        latencies = []
+        try:
+            while ops < min_ops or time.perf_counter() < deadline_box[0]:
+                t0 = time.perf_counter()
+                nbytes += op(client, index, ops)
+                latencies.append(time.perf_counter() - t0)
+                ops += 1
+        finally:
+            client.close()
+            with lock:
+                results.append((ops, nbytes, latencies))
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    deadline_box.append(time.perf_counter() + duration)
+    t0 = time.perf_counter()
+    start_gate.wait()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - t0
+    if len(results) != clients:
+        raise RuntimeError("a benchmark client failed")
+    return Result(
+        ops=sum(r[0] for r in results),
+        seconds=elapsed,
+        nbytes=sum(r[1] for r in results),
+        latencies=[lat for r in results for lat in r[2]],
+    )
+
+
+def put_get_ops(container: str, prefix: str, body: bytes) -> dict[str, Callable[..., int]]:
+    """PUT and GET operations for ``run_clients``; each client writes its own few objects.
+
+    GETs read objects that the PUT run wrote (``run_clients`` does ``min_ops``
+    operations per client at least), so run PUT first.
+    """
+
+    def put(client: Client, index: int, n: int) -> int:
+        client.request("PUT", f"{container}/{prefix}-{index}-{n % 20}", body)
+        return len(body)
+
+    def get(client: Client, index: int, n: int) -> int:
+        _, data = client.request("GET", f"{container}/{prefix}-{index}-{n % 3}")
+        return len(data)
+
+    return {"PUT": put, "GET": get}
+
+
+def median_result(results: Sequence[Result]) -> dict[str, float]:
+    return {
+        "ops_per_s": statistics.median(r.ops_per_s for r in results),
+        "mb_per_s": statistics.median(r.mb_per_s for r in results),
+        "p50_ms": statistics.median(statistics.median(r.latencies) for r in results) * 1000,
+    }
+
+
+def body_of(size: int, kind: str = "random") -> bytes:
+    if kind == "random":
+        return os.urandom(size)
+    line = b"2026-11-21T05:43:51Z host=proxy-3 tenant=t1 GET /v1/AUTH_t1/logs/a.csv 200 1234\n"
+    return (line * (size // len(line) + 1))[:size]
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    cells = [[str(h) for h in headers]] + [[_fmt(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    for n, row in enumerate(cells):
+        print("  ".join(cell.rjust(width) for cell, width in zip(row, widths, strict=True)))
+        if n == 0:
+            print("  ".join("-" * width for width in widths))
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.2f}" if value < 100 else f"{value:.0f}"
+    return str(value)
+
+
+def human_size(size: int) -> str:
+    for unit, factor in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= factor and size % factor == 0:
+            return f"{size // factor} {unit}"
+    return f"{size} B"

@@ -1,0 +1,68 @@
+"""A running all-in-one for tests and benchmarks: reuse ``make run``'s, or start a private one.
+
+``running_stack()`` yields the ``aio.json`` of the stack ``make run`` started
+when it answers; otherwise it starts a private stack in ``private_state_dir``
+on free ports (through the ``iostack aio`` command, so its daemons are not
+children of the caller) and stops it on exit.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from iostack.aio.services import free_port
+from iostack.aio.state import AioNotRunning, load_aio_info
+
+PORT_SETTINGS = ("proxy", "account", "container", "object", "controller")
+
+
+class StackStartError(RuntimeError):
+    """The private stack did not start; the message has the command's output."""
+
+
+def aio_command(verb: str, state_dir: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(  # noqa: S603 - fixed argv
+        [sys.executable, "-m", "iostack.cli", "aio", verb, "--state-dir", str(state_dir), *extra],
+        capture_output=True, text=True, timeout=300, check=False,
+    )
+
+
+def free_port_args(names: tuple[str, ...] = PORT_SETTINGS) -> list[str]:
+    """``--<name>-port N`` arguments with distinct free ports."""
+    chosen: set[int] = set()
+    while len(chosen) < len(names):
+        chosen.add(free_port())
+    return [arg for name, port in zip(names, sorted(chosen), strict=True)
+            for arg in (f"--{name}-port", str(port))]
+
+
+def answering_stack() -> dict[str, Any] | None:
+    """The default state dir's stack if its proxy answers, else None."""
+    try:
+        info = load_aio_info()
+        with urllib.request.urlopen(f"{info['swift_url']}/healthcheck", timeout=2):  # noqa: S310
+            return info
+    except (AioNotRunning, OSError, KeyError):
+        return None
+
+
+@contextmanager
+def running_stack(private_state_dir: Path) -> Iterator[dict[str, Any]]:
+    running = answering_stack()
+    if running:
+        yield running
+        return
+    started = aio_command("start", private_state_dir, "--json", *free_port_args())
+    if started.returncode != 0:
+        raise StackStartError(f"all-in-one did not start:\n{started.stdout}\n{started.stderr}")
+    try:
+        yield json.loads(started.stdout)
+    finally:
+        aio_command("stop", private_state_dir)
