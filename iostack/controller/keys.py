@@ -1,0 +1,57 @@
+"""Redis key names of the controller (the one place they are spelled).
+
+All keys live under a configurable prefix (``iostack:`` by default) so
+several stacks, or tests, can share one Redis. Values are JSON, never
+pickled. The full schema, with value shapes, is in ``docs/redis-keys.md``:
+
+====================================  =======  ==========================================
+key (after the prefix)                type     value
+====================================  =======  ==========================================
+``filters``                           hash     filter name -> FilterMetadata JSON
+``metrics``                           hash     METRIC -> {name, kind, description}
+``classes``                           hash     CLASS -> {name, actions (DSL), description}
+``groups``                            hash     group -> JSON list of Swift accounts
+``tenant_groups``                     hash     account -> JSON list of its groups
+``object_types``                      hash     TYPE -> JSON list of patterns
+``tenants``                           set      known Swift accounts
+``policies``                          hash     policy id -> policy record JSON
+``policy_seq``                        string   last policy number (INCR)
+``rules:<level>:<target>``            hash     rule id -> rule JSON (compiled pipeline entries)
+``objrules``                          hash     ``account/container`` -> its object-level rules
+``version``                           string   bumped by every change (INCR)
+``invalidate``                        channel  pub/sub: the new version after each change
+====================================  =======  ==========================================
+
+Levels are ``global`` (target ``*``), ``group``, ``tenant`` (an account),
+``container`` (``account/container``, or ``*/container`` for any account),
+``object`` (``account/container/object``), ``volume`` and ``storage_group``.
+"""
+
+from __future__ import annotations
+
+DEFAULT_PREFIX = "iostack:"
+LEVELS = ("global", "group", "tenant", "container", "object", "volume", "storage_group")
+
+
+class KeySpace:
+    """Key names under one prefix."""
+
+    def __init__(self, prefix: str = DEFAULT_PREFIX) -> None:
+        self.prefix = prefix
+        self.filters = prefix + "filters"
+        self.metrics = prefix + "metrics"
+        self.classes = prefix + "classes"
+        self.groups = prefix + "groups"
+        self.tenant_groups = prefix + "tenant_groups"
+        self.object_types = prefix + "object_types"
+        self.tenants = prefix + "tenants"
+        self.policies = prefix + "policies"
+        self.policy_seq = prefix + "policy_seq"
+        self.objrules = prefix + "objrules"
+        self.version = prefix + "version"
+        self.invalidate = prefix + "invalidate"
+
+    def rules(self, level: str, target: str) -> str:
+        if level not in LEVELS:
+            raise ValueError(f"unknown level {level!r}")
+        return f"{self.prefix}rules:{level}:{target}"

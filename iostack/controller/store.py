@@ -1,0 +1,180 @@
+"""The policy store: atomic submissions, listing, removal and explain.
+
+``submit(text)`` parses, checks and compiles every statement of the text
+against the vocabulary and the rules already stored, then writes the policy
+records, their rules, the classes defined and the version bump in one
+``MULTI``: all or nothing. The reads happen under ``WATCH`` of the version
+key, which every change bumps, so a concurrent change makes the transaction
+retry with fresh data instead of writing rules checked against stale ones.
+
+A policy record (``policies`` hash, JSON) holds the text, the checked form
+(targets, condition, object conditions, actions), its rules, the warnings
+and ``status``: ``active`` for static policies, ``stored`` for dynamic ones
+whose actor is not running yet (the monitoring issue adds actors, which
+enforce ``rules`` through ``enforce``/``revert``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import redis
+
+from iostack.controller.compiler import compile_policies
+from iostack.controller.keys import KeySpace
+from iostack.controller.reader import SnapshotScript
+from iostack.controller.registry import Registries, RegistryError, announce
+from iostack.controller.resolve import RequestInfo, Resolution, resolve
+from iostack.dsl.checker import check_text
+
+MAX_RETRIES = 20
+
+
+class PolicyStore:
+    def __init__(self, client: redis.Redis, keys: KeySpace, registries: Registries) -> None:
+        self.redis = client
+        self.keys = keys
+        self.registries = registries
+        self._snapshot = SnapshotScript(client, keys.prefix)
+
+    # -- submission -------------------------------------------------------------
+
+    def submit(self, text: str, dry_run: bool = False) -> dict[str, Any]:
+        """Add every policy and class in ``text`` atomically; ``DSLError`` if any is wrong.
+
+        With ``dry_run`` nothing is written and ids are placeholders (``new-1``...).
+        """
+        for _ in range(MAX_RETRIES):
+            with self.redis.pipeline() as pipe:
+                try:
+                    pipe.watch(self.keys.version)
+                    result, writes = self._prepare(pipe, text, dry_run)
+                    if dry_run or not writes:
+                        return result
+                    pipe.multi()
+                    for command, args in writes:
+                        getattr(pipe, command)(*args)
+                    announce(pipe, self.keys)
+                    pipe.execute()
+                    return result
+                except redis.WatchError:
+                    continue
+        raise RegistryError("the policy store is too busy: try again", status=503)
+
+    def _prepare(self, pipe, text: str, dry_run: bool):
+        vocab = self.registries.vocabulary(pipe)
+        checked = check_text(text, vocab)
+        policies = checked.policies
+        if dry_run or not policies:
+            first = 0
+        else:
+            first = self.redis.incrby(self.keys.policy_seq, len(policies)) - len(policies)
+        numbered = []
+        for n, policy in enumerate(policies, start=1):
+            pid = f"new-{n}" if dry_run else f"P{first + n}"
+            numbered.append((pid, first + n, policy))
+        targets = {t for p in policies for t in p.targets}
+        existing = {t: self._rules_at(pipe, *t) for t in targets}
+        compiled = compile_policies(numbered, existing, vocab.filters)
+        warnings = [d.to_json() for d in checked.warnings + compiled.warnings]
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        records, writes = [], []
+        for pid, seq, policy in numbered:
+            rules = compiled.rules[pid]
+            mine = [w for w in warnings if w["line"] == policy.line]
+            record = policy.to_json() | {
+                "id": pid, "seq": seq, "created": now, "warnings": mine, "rules": rules,
+                "status": "stored" if policy.dynamic else "active",
+            }
+            records.append(record)
+            writes.append(("hset", (self.keys.policies, pid, json.dumps(record))))
+            if not policy.dynamic:
+                writes += self._rule_writes(rules)
+        for qos in checked.classes:
+            writes.append(("hset", (self.keys.classes, qos.name,
+                                    json.dumps(qos.qos_class.to_json()))))
+        result = {"policies": records, "warnings": warnings, "dry_run": dry_run,
+                  "classes": [c.qos_class.to_json() for c in checked.classes]}
+        return result, writes
+
+    def _rules_at(self, client, level: str, target: str) -> list[dict[str, Any]]:
+        return [json.loads(v) for v in client.hgetall(self.keys.rules(level, target)).values()]
+
+    def _rule_writes(self, rules):
+        writes = []
+        for rule in rules:
+            writes.append(("hset", (self.keys.rules(rule["level"], rule["target"]), rule["id"],
+                                    json.dumps(rule))))
+            if rule["level"] == "object":
+                container = rule["target"].rsplit("/", 1)[0]
+                writes.append(("hincrby", (self.keys.objrules, container, 1)))
+        return writes
+
+    # -- reading ----------------------------------------------------------------
+
+    def list(self) -> list[dict[str, Any]]:
+        records = [json.loads(v) for v in self.redis.hgetall(self.keys.policies).values()]
+        return sorted(records, key=lambda r: r["seq"])
+
+    def get(self, pid: str) -> dict[str, Any]:
+        raw = self.redis.hget(self.keys.policies, pid)
+        if raw is None:
+            raise RegistryError(f"no policy {pid!r}", status=404)
+        return json.loads(raw)
+
+    def for_tenant(self, account: str) -> list[dict[str, Any]]:
+        """Policies that can apply to ``account``'s requests (what a tenant may read)."""
+        groups = set(json.loads(self.redis.hget(self.keys.tenant_groups, account) or "[]"))
+
+        def concerns(target: dict[str, str]) -> bool:
+            kind, name = target["kind"], target["name"]
+            return (kind == "global" or (kind == "tenant" and name == account)
+                    or (kind == "group" and name in groups)
+                    or (kind in ("container", "object")
+                        and name.split("/", 1)[0] in (account, "*")))
+
+        return [r for r in self.list() if any(concerns(t) for t in r["targets"])]
+
+    def explain(self, request: RequestInfo) -> Resolution:
+        """What the data path would run for ``request`` (same fetch and resolve code)."""
+        snap = self._snapshot(request, want_vocab=True)
+        return resolve(request, snap.levels, snap.filters, snap.object_types)
+
+    # -- removal ----------------------------------------------------------------
+
+    def delete(self, pid: str) -> dict[str, Any]:
+        """Remove a policy and its rules atomically; return its record."""
+
+        def remove(pipe: redis.client.Pipeline) -> dict[str, Any]:
+            raw = pipe.hget(self.keys.policies, pid)
+            if raw is None:
+                raise RegistryError(f"no policy {pid!r}", status=404)
+            record = json.loads(raw)
+            rules = record["rules"] if record["status"] == "active" else []
+            counts = self._object_rule_counts(pipe, rules)
+            pipe.multi()
+            for rule in rules:
+                pipe.hdel(self.keys.rules(rule["level"], rule["target"]), rule["id"])
+            for container, left in counts.items():
+                if left > 0:
+                    pipe.hset(self.keys.objrules, container, left)
+                else:
+                    pipe.hdel(self.keys.objrules, container)
+            pipe.hdel(self.keys.policies, pid)
+            announce(pipe, self.keys)
+            return record
+
+        return self.redis.transaction(remove, self.keys.version, value_from_callable=True)
+
+    def _object_rule_counts(self, client, rules) -> dict[str, int]:
+        """Object-level rules each touched container keeps once ``rules`` are gone."""
+        counts: dict[str, int] = {}
+        for rule in rules:
+            if rule["level"] == "object":
+                container = rule["target"].rsplit("/", 1)[0]
+                if container not in counts:
+                    counts[container] = int(client.hget(self.keys.objrules, container) or 0)
+                counts[container] -= 1
+        return counts
