@@ -229,9 +229,9 @@ class _Checker:
             known = list(self.vocab.filters) + list(self.classes)
             raise _at(action, f"unknown filter {action.name!r}{suggest(action.name, known)}")
         if domain is not None and filter_domain(meta) != domain:
+            kind = "a block" if filter_domain(meta) == "block" else "an object"
             where = "VOLUME/STORAGE_GROUP" if filter_domain(meta) == "block" else "object-storage"
-            raise _at(action, f"{name} is a {filter_domain(meta)} filter: it applies to {where} "
-                              f"targets only")
+            raise _at(action, f"{name} is {kind} filter: it applies to {where} targets only")
         where = {"line": action.line, "column": action.column}
         if action.verb == "DELETE":
             return CheckedAction("delete", name, **where)

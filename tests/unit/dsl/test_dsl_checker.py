@@ -1,0 +1,151 @@
+"""The checker resolves names against the vocabulary, converts values and reports every mistake."""
+
+from __future__ import annotations
+
+import pytest
+
+from iostack.dsl import DSLError
+from iostack.dsl.checker import CheckedAction, check_text
+from iostack.dsl.vocabulary import Metric, QosClass
+from iostack.filters.metadata import FilterMetadata, Param
+
+
+def error_of(text, vocab) -> str:
+    with pytest.raises(DSLError) as info:
+        check_text(text, vocab)
+    return str(info.value)
+
+
+def test_issue_example_checks_to_accounts_params_and_conditions(vocab):
+    (policy,) = check_text(
+        "FOR TENANT:t1 DO SET compression WITH level=6 ON PROXY, SET encryption "
+        "TO OBJECT_TYPE=DOCS, OBJECT_SIZE > 1M", vocab).policies
+    assert policy.targets == (("tenant", "AUTH_t1"),)
+    assert policy.actions == (
+        CheckedAction("set", "compression", {"level": 6}, stage="proxy"),
+        CheckedAction("set", "encryption"),
+    )
+    assert policy.object_conds == ({"kind": "type", "value": "DOCS"},
+                                   {"kind": "size", "op": ">", "value": 1048576})
+    assert not policy.dynamic
+
+
+def test_filter_names_are_case_insensitive(vocab):
+    (policy,) = check_text("FOR TENANT T1 WHEN PUTS_SEC > 3 DO SET COMPRESSION", vocab).policies
+    assert policy.actions[0].filter == "compression"
+    assert policy.condition == {"metric": "PUTS_SEC", "op": ">", "value": 3}
+    assert policy.dynamic
+
+
+def test_param_types_and_units_convert(vocab):
+    (policy,) = check_text(
+        "FOR TENANT t1 DO SET bandwidth WITH get=30MBps, put=1000, ops=500ops, burst=250ms, "
+        "strict=yes, ratio=0.5, SET compression WITH algorithm=GZIP, frame_size=128K", vocab
+    ).policies
+    bandwidth, compression = policy.actions
+    assert bandwidth.params == {"get": 30_000_000, "put": 1000, "ops": 500, "burst": 0.25,
+                                "strict": True, "ratio": 0.5}
+    assert compression.params == {"algorithm": "gzip", "frame_size": 131072}
+
+
+def test_classes_expand_and_can_be_defined_in_the_same_submission(vocab):
+    result = check_text(
+        "DEFINE CLASS PLATINUM AS SET compression WITH level=3, SET bandwidth WITH get=1GBps\n"
+        "FOR TENANT t1 DO SET platinum\nFOR TENANT t2 DO SET GOLD\nFOR ALL DO DELETE SILVER", vocab)
+    assert [c.name for c in result.classes] == ["PLATINUM"]
+    assert result.classes[0].qos_class.actions == \
+        "SET compression WITH level=3, SET bandwidth WITH get=1GBps"
+    platinum, gold, silver = result.policies
+    assert [(a.filter, a.params, a.via_class) for a in platinum.actions] == [
+        ("compression", {"level": 3}, "PLATINUM"), ("bandwidth", {"get": 10**9}, "PLATINUM")]
+    assert [(a.filter, a.params) for a in gold.actions] == [("caching", {"head": 16 << 20})]
+    assert [(a.verb, a.filter) for a in silver.actions] == [("delete", "caching")]
+
+
+def test_block_targets_take_block_filters(vocab):
+    (policy,) = check_text("FOR VOLUME vol7 DO SET XOR WITH key=0x5a", vocab).policies
+    assert policy.targets == (("volume", "vol7"),)
+    assert policy.actions[0].params == {"key": 0x5A}
+
+
+def test_unknown_tenant_is_a_warning_not_an_error(vocab):
+    result = check_text("FOR TENANT t9 DO SET noop\nFOR CONTAINER t8/c DO SET noop", vocab)
+    assert len(result.policies) == 2
+    assert [str(w) for w in result.warnings] == [
+        "line 1, column 5: tenant 'AUTH_t9' is not known yet (the policy applies once it exists)",
+        "line 2, column 5: container 't8/c' of tenant 'AUTH_t8' is not known yet (the policy "
+        "applies once it exists)",
+    ]
+
+
+def test_registry_changes_are_picked_up_without_code_changes(vocab):
+    assert "unknown filter 'rot13'" in error_of("FOR ALL DO SET rot13", vocab)
+    assert "unknown metric 'ERRORS'" in error_of("FOR ALL WHEN ERRORS > 1 DO SET noop", vocab)
+    vocab.filters["rot13"] = FilterMetadata("rot13", "toy", params=(Param("n", "int"),))
+    vocab.metrics["ERRORS"] = Metric("ERRORS")
+    (policy,) = check_text("FOR ALL WHEN ERRORS > 1 DO SET ROT13 WITH n=13", vocab).policies
+    assert policy.actions[0].params == {"n": 13}
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("FOR TENANT T1 DO SET COMPRESION",
+         "line 1, column 22: unknown filter 'COMPRESION' (did you mean COMPRESSION?)"),
+        ("FOR TENANT t1 DO SET compression WITH levl=3",
+         "line 1, column 39: unknown parameter 'levl' for compression (did you mean level?)"),
+        ("FOR TENANT t1 DO SET noop WITH x=1", "unknown parameter 'x' for noop; it takes none"),
+        ("FOR TENANT t1 DO SET compression WITH level=fast",
+         "line 1, column 45: parameter 'level' of compression takes a whole number, got 'fast'"),
+        ("FOR TENANT t1 DO SET compression WITH level=30",
+         "parameter 'level' of compression must be in [1, 22], got 30"),
+        ("FOR TENANT t1 DO SET compression WITH level=2.5", "takes a whole number"),
+        ("FOR TENANT t1 DO SET compression WITH algorithm=lz4", "takes one of gzip, zstd"),
+        ("FOR TENANT t1 DO SET compression WITH frame_size=10s", "takes a size"),
+        ("FOR TENANT t1 DO SET bandwidth WITH get=100ops", "takes a rate"),
+        ("FOR TENANT t1 DO SET bandwidth WITH ops=3MBps", "takes an operation rate"),
+        ("FOR TENANT t1 DO SET bandwidth WITH strict=maybe", "takes true or false"),
+        ("FOR TENANT t1 DO SET compression WITH level=3, level=4", "'level' given twice"),
+        ("FOR TENANT t1 DO SET encryption ON OBJECT",
+         "encryption cannot run ON OBJECT (it runs on: proxy)"),
+        ("FOR TENANT t1 DO SET csv_select ON PUT",
+         "csv_select applies to GET only: ON PUT would never run"),
+        ("FOR TENANT t1 WHEN PUT_SEC > 3 DO SET noop",
+         "line 1, column 20: unknown metric 'PUT_SEC' (did you mean PUTS_SEC?)"),
+        ("FOR TENANT t1 WHEN GET_BW > 5s DO SET noop", "GET_BW is a rate; 5s is a duration"),
+        ("FOR TENANT t1 WHEN LATENCY > fast DO SET noop", "compared with a number"),
+        ("FOR G:silver DO SET noop", "unknown group 'silver'"),
+        ("FOR GROUP gld DO SET noop", "unknown group 'gld' (did you mean gold?)"),
+        ("FOR ALL DO SET noop TO OBJECT_TYPE=DOC",
+         "unknown object type 'DOC' (did you mean DOCS?)"),
+        ("FOR ALL DO SET noop TO OBJECT_SIZE > 5s", "OBJECT_SIZE takes a size"),
+        ("FOR ALL DO SET noop TRANSIENT", "TRANSIENT needs a WHEN condition"),
+        ("FOR ALL DO SET GOLD WITH head=1M", "class GOLD is applied as a whole"),
+        ("FOR TENANT t1 DO SET xor", "xor is a block filter: it applies to VOLUME/STORAGE_GROUP"),
+        ("FOR VOLUME v1 DO SET compression", "compression is an object filter: it applies to object-storage targets only"),
+        ("FOR VOLUME v1, TENANT t1 DO SET xor", "cannot mix VOLUME/STORAGE_GROUP targets"),
+        ("FOR VOLUME v1 DO SET xor TO OBJECT_SIZE > 1M", "TO object conditions do not apply"),
+        ("DEFINE CLASS COMPRESSION AS SET noop", "would hide the filter"),
+        ("DEFINE CLASS X AS SET GOLD", "cannot contain the class GOLD"),
+        ("FOR ALL DO SET noop ORDER 0", "ORDER counts from 1"),
+    ],
+)
+def test_semantic_errors(vocab, text, message):
+    assert message in error_of(text, vocab)
+
+
+def test_every_bad_policy_is_reported_and_nothing_is_returned(vocab):
+    with pytest.raises(DSLError) as info:
+        check_text("FOR ALL DO SET noop\nFOR ALL DO SET nop\nFOR G:x DO SET noop", vocab)
+    assert [d.line for d in info.value.diagnostics] == [2, 3]
+
+
+def test_a_class_that_no_longer_checks_is_reported_where_it_is_used(vocab):
+    vocab.classes["OLD"] = QosClass("OLD", "SET retired_filter")
+    assert "line 1, column 16: class OLD no longer checks: unknown filter 'retired_filter'" in \
+        error_of("FOR ALL DO SET OLD", vocab)
+
+
+def test_redefining_a_class_warns(vocab):
+    result = check_text("DEFINE CLASS GOLD AS SET noop", vocab)
+    assert "redefines class GOLD" in str(result.warnings[0])
