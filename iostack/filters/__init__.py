@@ -1,0 +1,9 @@
+"""The IOStack filter library.
+
+``registry`` lists the built-in filters (``builtin_metadata()``,
+``get_filter(name)``); ``base`` holds the streaming contract the data path
+drives (encoders on PUT, Range-capable views on GET); ``errors`` the error
+classes it maps to HTTP statuses; ``keys`` the encryption key provider. Each
+filter is one module: ``noop``, ``compression``, ``encryption``, ``caching``.
+See docs/filters.md.
+"""

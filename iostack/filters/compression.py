@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 import struct
 import zlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import accumulate
 from typing import Any
 
@@ -112,12 +112,8 @@ class _Gzip:
         return len(zlib.compress(data, 1, wbits=-15))
 
     @staticmethod
-    def decompress(data: bytes, size: int) -> bytes:
-        inflater = zlib.decompressobj(31)
-        out = inflater.decompress(data, size + 1)
-        if not inflater.eof or inflater.unused_data or inflater.unconsumed_tail:
-            raise zlib.error("gzip member is incomplete or followed by extra data")
-        return out
+    def decoder() -> Callable[[bytes, int], bytes]:
+        return _gunzip
 
 
 class _Zstd:
@@ -127,14 +123,14 @@ class _Zstd:
     codec_id = 2
     levels = (1, 22)
     default_level = 3
-    _prober = zstandard.ZstdCompressor(level=1, write_checksum=False)
 
     def __init__(self, level: int) -> None:
+        # zstandard compressors must not be shared between threads: one set per encoder.
         self.level = level
         self._compressor = zstandard.ZstdCompressor(
             level=level, write_checksum=True, write_content_size=True
         )
-        self._decompressor = zstandard.ZstdDecompressor()
+        self._prober = zstandard.ZstdCompressor(level=1)
 
     def compress(self, data: bytes) -> bytes:
         return self._compressor.compress(data)
@@ -142,8 +138,18 @@ class _Zstd:
     def probe(self, data: bytes) -> int:
         return len(self._prober.compress(data))
 
-    def decompress(self, data: bytes, size: int) -> bytes:
-        return self._decompressor.decompress(data, max_output_size=size)
+    @staticmethod
+    def decoder() -> Callable[[bytes, int], bytes]:
+        decompressor = zstandard.ZstdDecompressor()
+        return lambda data, size: decompressor.decompress(data, max_output_size=size)
+
+
+def _gunzip(data: bytes, size: int) -> bytes:
+    inflater = zlib.decompressobj(31)
+    out = inflater.decompress(data, size + 1)
+    if not inflater.eof or inflater.unused_data or inflater.unconsumed_tail:
+        raise zlib.error("gzip member is incomplete or followed by extra data")
+    return out
 
 
 _CODECS = {codec.name: codec for codec in (_Gzip, _Zstd)}
@@ -241,7 +247,8 @@ class CompressionView:
         algorithm = sysmeta.get("alg", "")
         if algorithm not in _CODECS:
             raise IntegrityError(f"{self._path}: unknown compression algorithm {algorithm!r}")
-        self._codec = _CODECS[algorithm](_CODECS[algorithm].default_level)
+        self._codec_id = _CODECS[algorithm].codec_id
+        self._decompress = _CODECS[algorithm].decoder()
         self._frame_size = sysmeta_int(sysmeta, "frame", METADATA.name)
         self._length = sysmeta_int(sysmeta, "len", METADATA.name)
         self._trailer_length = sysmeta_int(sysmeta, "trailer", METADATA.name)
@@ -274,7 +281,7 @@ class CompressionView:
             data = blob
         else:
             try:
-                data = self._codec.decompress(blob, size)
+                data = self._decompress(blob, size)
             except _CODEC_ERRORS as exc:
                 raise IntegrityError(f"{self._path}: frame {number} is corrupt: {exc}") from exc
         if len(data) != size:
@@ -300,7 +307,7 @@ class CompressionView:
             raise damaged("fails its CRC")
         magic, codec_id, frame_size, length, frames = _HEADER.unpack_from(body)
         if (magic, codec_id, frame_size, length) != (
-            _MAGIC, self._codec.codec_id, self._frame_size, self._length
+            _MAGIC, self._codec_id, self._frame_size, self._length
         ):
             raise damaged("does not match the object's sysmeta")
         if frames != math.ceil(length / frame_size) or len(body) != (

@@ -1,0 +1,207 @@
+"""Throughput, CPU and stored size of the native filters, against a plain copy.
+
+    .venv/bin/python bench/filters.py [--size-mib 32] [--repeat 5] [--chunk-kib 64]
+
+For each corpus (redundant log-like text, random bytes) and each filter
+configuration (noop, gzip, zstd, encryption, zstd+encryption) it encodes the
+body as a PUT would (chunks in, stored chunks out) and decodes it as a GET
+would (a view over the stored bytes), timing both with wall and CPU clocks.
+The baseline is a plain copy of every chunk, measured in the same run: each
+repetition runs all configurations in turn, so noise from other work on the
+machine hits them alike. It prints medians over the repetitions and ratios to
+the copy, plus how far two threads scale (the C codecs release the GIL).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import random
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from iostack.filters.base import BytesSource, FilterContext  # noqa: E402
+from iostack.filters.keys import KeyFileProvider, create_key_file  # noqa: E402
+from iostack.filters.registry import get_filter  # noqa: E402
+
+MIB = 1024 * 1024
+
+CONFIGS: dict[str, list[tuple[str, dict]]] = {
+    "noop": [("noop", {})],
+    "gzip": [("compression", {"algorithm": "gzip"})],
+    "zstd": [("compression", {"algorithm": "zstd"})],
+    "encryption": [("encryption", {})],
+    "zstd+encryption": [("compression", {"algorithm": "zstd"}), ("encryption", {})],
+}
+
+
+def log_corpus(size: int) -> bytes:
+    """Access-log lines with the repetition real proxy logs have."""
+    rng = random.Random(42)
+    clients = [f"192.168.{i}.{i * 7 % 250}" for i in range(4)]
+    objects = [f"/v1/AUTH_t1/logs/app-{i}.log" for i in range(8)]
+    lines, total, second = [], 0, 0
+    while total < size:
+        second += rng.random() < 0.2
+        line = (
+            f"Nov 21 {second // 3600 % 24:02d}:{second // 60 % 60:02d}:{second % 60:02d} proxy "
+            f"proxy-server: {rng.choice(clients)} {rng.choice(clients)} 21/Nov/2026/"
+            f"{second // 3600 % 24:02d}/{second // 60 % 60:02d}/{second % 60:02d} GET "
+            f"{rng.choice(objects)} HTTP/1.0 200 - python-swiftclient-4.4.0 AUTH_tk - 65536 - "
+            f"tx{len(lines):016x} - 0.0{rng.randrange(10)} - - 1763700000.{len(lines) % 1000:03d}"
+            f" 0.000\n"
+        ).encode()
+        lines.append(line)
+        total += len(line)
+    return b"".join(lines)[:size]
+
+
+def random_corpus(size: int) -> bytes:
+    return random.Random(7).randbytes(size)
+
+
+class CopyEncoder:
+    """The baseline: what a pass-through middleware does with every chunk."""
+
+    def encode(self, chunks: Iterable[bytes]) -> Iterator[bytes]:
+        for chunk in chunks:
+            yield bytes(bytearray(chunk))
+
+
+class CopyView:
+    def __init__(self, stored: bytes, chunk: int) -> None:
+        self._source = BytesSource(stored, chunk)
+        self.length = self._source.length
+
+    def read(self, start: int, end: int) -> Iterator[bytes]:
+        for chunk in self._source.read(start, end):
+            yield bytes(bytearray(chunk))
+
+
+def chunks_of(data: bytes, size: int) -> Iterator[bytes]:
+    view = memoryview(data)
+    for i in range(0, len(data), size):
+        yield bytes(view[i : i + size])
+
+
+def timed(work: Callable[[], int]) -> tuple[float, float, int]:
+    wall, cpu = time.perf_counter(), time.process_time()
+    produced = work()
+    return time.perf_counter() - wall, time.process_time() - cpu, produced
+
+
+def run_once(name: str, data: bytes, chunk: int, context: FilterContext) -> dict[str, float]:
+    stored_chunks: list[bytes] = []
+    sysmetas: list[dict[str, str]] = []
+
+    def encode() -> int:
+        if name == "copy":
+            stream: Iterable[bytes] = CopyEncoder().encode(chunks_of(data, chunk))
+            encoders = []
+        else:
+            encoders = [get_filter(f).encoder(p, context) for f, p in CONFIGS[name]]
+            stream = chunks_of(data, chunk)
+            for encoder in encoders:
+                stream = encoder.encode(stream)
+        stored_chunks.extend(stream)
+        sysmetas.extend(encoder.sysmeta() for encoder in encoders)
+        return sum(map(len, stored_chunks))
+
+    enc_wall, enc_cpu, stored_length = timed(encode)
+    stored = b"".join(stored_chunks)
+
+    def decode() -> int:
+        if name == "copy":
+            view = CopyView(stored, chunk)
+        else:
+            view = BytesSource(stored, chunk)
+            for (f, _), sysmeta in reversed(list(zip(CONFIGS[name], sysmetas, strict=True))):
+                view = get_filter(f).open_view(view, sysmeta, context)
+        return sum(len(piece) for piece in view.read(0, view.length))
+
+    dec_wall, dec_cpu, decoded = timed(decode)
+    assert decoded == len(data), f"{name}: decoded {decoded} of {len(data)} bytes"
+    return {"enc_wall": enc_wall, "enc_cpu": enc_cpu, "dec_wall": dec_wall, "dec_cpu": dec_cpu,
+            "ratio": stored_length / len(data)}
+
+
+def thread_scaling(work: Callable[[], object]) -> float:
+    """Throughput of ``work`` run by two threads at once, over one thread's."""
+    start = time.perf_counter()
+    work()
+    single = time.perf_counter() - start
+    threads = [threading.Thread(target=work) for _ in range(2)]
+    start = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return 2 * single / (time.perf_counter() - start)
+
+
+def hash_reference(data: bytes) -> None:
+    """Work that surely releases the GIL, to tell GIL limits from a busy machine."""
+    for _ in range(4):
+        hashlib.sha256(data).digest()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size-mib", type=int, default=32, help="body size (default 32)")
+    parser.add_argument("--repeat", type=int, default=5, help="repetitions (default 5)")
+    parser.add_argument("--chunk-kib", type=int, default=64,
+                        help="chunk size on the wire, as Swift's proxy uses (default 64)")
+    args = parser.parse_args(argv)
+    size, chunk = args.size_mib * MIB, args.chunk_kib * 1024
+
+    with tempfile.TemporaryDirectory() as tmp:
+        create_key_file(os.path.join(tmp, "root.key"))
+        context = FilterContext("AUTH_bench", "c", "o",
+                                keys=KeyFileProvider(os.path.join(tmp, "root.key")))
+        names = ["copy", *CONFIGS]
+        print(f"body {args.size_mib} MiB, chunks {args.chunk_kib} KiB, {args.repeat} repetitions,"
+              f" medians; 'x copy' = throughput relative to a plain copy in the same run")
+        header = (f"{'corpus':<7} {'filter':<16} {'enc MB/s':>9} {'x copy':>7} {'dec MB/s':>9} "
+                  f"{'x copy':>7} {'stored/orig':>11} {'enc CPU s/GB':>12} {'dec CPU s/GB':>12}")
+        print(header)
+        print("-" * len(header))
+        for corpus, make in (("logs", log_corpus), ("random", random_corpus)):
+            data = make(size)
+            runs: dict[str, list[dict[str, float]]] = {name: [] for name in names}
+            for repetition in range(args.repeat + 1):
+                for name in names:
+                    result = run_once(name, data, chunk, context)
+                    if repetition:  # the first round only warms caches and allocators
+                        runs[name].append(result)
+            med = {name: {key: statistics.median(r[key] for r in rs) for key in rs[0]}
+                   for name, rs in runs.items()}
+            gb = size / 1e9
+            for name in names:
+                m = med[name]
+                enc, dec = size / 1e6 / m["enc_wall"], size / 1e6 / m["dec_wall"]
+                enc_copy = size / 1e6 / med["copy"]["enc_wall"]
+                dec_copy = size / 1e6 / med["copy"]["dec_wall"]
+                print(f"{corpus:<7} {name:<16} {enc:>9.0f} {enc / enc_copy:>7.3f} {dec:>9.0f} "
+                      f"{dec / dec_copy:>7.3f} {m['ratio']:>11.4f} {m['enc_cpu'] / gb:>12.2f} "
+                      f"{m['dec_cpu'] / gb:>12.2f}")
+        scale_data = log_corpus(min(size, 16 * MIB))
+        scaling = {name: statistics.median(
+            thread_scaling(lambda n=name: run_once(n, scale_data, chunk, context))
+            for _ in range(args.repeat)) for name in ("gzip", "zstd", "encryption")}
+        scaling["sha256 reference"] = statistics.median(
+            thread_scaling(lambda: hash_reference(scale_data)) for _ in range(args.repeat))
+        print("two threads vs one (logs, encode+decode; 2.0 = perfect on 2 idle cores): "
+              + ", ".join(f"{name} {value:.2f}x" for name, value in scaling.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
