@@ -203,7 +203,7 @@ class PolicyReader:
                 self._subscribed.set()
                 backoff = 0.1
                 while not self._stop.is_set():
-                    if pubsub.get_message(timeout=1.0) is not None:
+                    if pubsub.get_message(timeout=0.5) is not None:
                         self.invalidate()
             except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
                 LOG.warning("policy invalidation channel lost (%s); cache bypassed", exc)

@@ -1,0 +1,78 @@
+"""Fixtures for controller tests: filter metadata, and a real Redis under a private key prefix.
+
+Redis: ``$IOSTACK_TEST_REDIS_URL`` or the local server (redis://127.0.0.1:6379/0). Every
+test gets its own prefix and its keys are deleted afterwards, so nothing else is touched.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+import redis
+
+from iostack.controller.keys import KeySpace
+from iostack.controller.registry import Registries
+from iostack.controller.store import PolicyStore
+from iostack.filters.metadata import FilterMetadata, Param
+from iostack.filters.registry import builtin_metadata
+
+REDIS_URL = os.environ.get("IOSTACK_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+# A second compressor: same layout group as the library's compression.
+XCOMPRESS = FilterMetadata("xcompress", "another compressor", params=(Param("level", "int"),),
+                           layout_group="compression", changes_size=True,
+                           runs_before=("encryption",))
+CSV_SELECT = FilterMetadata("csv_select", "CSV projection", params=(Param("columns", "str"),),
+                            methods=frozenset({"GET"}), stages=frozenset({"proxy", "object"}),
+                            default_stage="object")
+
+
+@pytest.fixture
+def filters() -> dict[str, FilterMetadata]:
+    return {m.name: m for m in (*builtin_metadata(), XCOMPRESS, CSV_SELECT)}
+
+
+@pytest.fixture
+def redis_client():
+    client = redis.Redis.from_url(REDIS_URL, decode_responses=True)
+    try:
+        client.ping()
+    except redis.ConnectionError as exc:
+        pytest.skip(f"these tests need a Redis server at {REDIS_URL}: {exc}")
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def keys(redis_client):
+    space = KeySpace(f"iostack-test-{uuid.uuid4().hex[:8]}:")
+    yield space
+    for key in redis_client.scan_iter(space.prefix + "*"):
+        redis_client.delete(key)
+
+
+@pytest.fixture
+def registries(redis_client, keys) -> Registries:
+    reg = Registries(redis_client, keys)
+    reg.seed()
+    reg.put_filter(XCOMPRESS.to_json())
+    reg.put_filter(CSV_SELECT.to_json())
+    reg.add_tenant("t1")
+    return reg
+
+
+@pytest.fixture
+def store(redis_client, keys, registries) -> PolicyStore:
+    return PolicyStore(redis_client, keys, registries)
+
+
+@pytest.fixture
+def reader(redis_client, keys):
+    from iostack.controller.reader import PolicyReader
+
+    instance = PolicyReader(REDIS_URL, prefix=keys.prefix)
+    assert instance.wait_subscribed(5), "the reader did not subscribe to invalidations"
+    yield instance
+    instance.close()
