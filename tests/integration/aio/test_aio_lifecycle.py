@@ -15,6 +15,7 @@ from pathlib import Path
 import pika
 import pytest
 import redis
+import swiftclient
 
 from iostack.aio.processes import ProcessManager
 from iostack.aio.session import PORT_SETTINGS, aio_command, free_port_args
@@ -51,10 +52,19 @@ def pid_alive(pid: int) -> bool:
 def test_private_services_start_stop_and_restart(tmp_path):
     state_dir = tmp_path / "aio"
     args = ports_args()
-    started = aio_command("start", state_dir, "--json", *args)
+    started = aio_command("start", state_dir, "--json", "--replicas", "3", *args)
     assert started.returncode == 0, started.stderr
     try:
         info = json.loads(started.stdout)
+        # Three replicas over three devices: one PUT leaves three copies on disk.
+        t1 = info["tenants"]["t1"]
+        conn = swiftclient.Connection(authurl=info["auth_url"], user=t1["user"], key=t1["key"])
+        conn.put_container("c")
+        conn.put_object("c", "o", b"three copies")
+        assert conn.get_object("c", "o")[1] == b"three copies"
+        copies = list((state_dir / "srv" / "node").glob("d*/objects/*/*/*/*.data"))
+        assert len({p.parts[-6] for p in copies}) == 3
+
         assert info == json.loads((state_dir / "aio.json").read_text())
         assert oct((state_dir / "aio.json").stat().st_mode & 0o777) == "0o600"
         for key in ("auth_url", "s3_url", "redis_url", "amqp_url", "state_dir", "tenants",
