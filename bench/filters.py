@@ -137,8 +137,17 @@ def thread_scaling(work: Callable[[], object]) -> float:
     """Throughput of ``work`` run by two threads at once, over one thread's."""
     start = time.perf_counter()
     work()
+    # Repeat short work so each measurement lasts long enough to mean something.
+    rounds = max(1, int(0.3 / (time.perf_counter() - start)))
+
+    def batch() -> None:
+        for _ in range(rounds):
+            work()
+
+    start = time.perf_counter()
+    batch()
     single = time.perf_counter() - start
-    threads = [threading.Thread(target=work) for _ in range(2)]
+    threads = [threading.Thread(target=batch) for _ in range(2)]
     start = time.perf_counter()
     for thread in threads:
         thread.start()
