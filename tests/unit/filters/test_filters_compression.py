@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import threading
 
 import pytest
 from filters_testlib import CountingSource, log_text, store_chain
@@ -158,3 +159,21 @@ def test_sysmeta_before_the_end_of_the_body_is_refused():
     encoder = SPEC.encoder({}, CTX)
     with pytest.raises(Exception, match="before the body was encoded"):
         encoder.sysmeta()
+
+
+@pytest.mark.parametrize("algorithm", ["gzip", "zstd"])
+def test_encoders_in_parallel_threads_do_not_share_codec_state(algorithm):
+    # The middleware runs filters in a thread pool: each encoder has its own codec objects.
+    bodies = [log_text(400 * KIB, seed=i) + os.urandom(100 * KIB) for i in range(4)]
+    results: dict[int, bytes] = {}
+
+    def work(i: int) -> None:
+        stored, sysmeta = put(bodies[i], algorithm=algorithm, frame_size=64 * KIB)
+        results[i] = read_all(view(stored, sysmeta))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert [results[i] for i in range(4)] == bodies
