@@ -1,36 +1,69 @@
-"""Controller service entry point (placeholder until the controller lands).
+"""Controller service entry point.
 
-Started by the all-in-one as ``python -m iostack.controller.server --config FILE``
-where FILE is JSON with ``host``, ``port``, ``redis_url``, ``amqp_url``,
-``admin_token`` and ``state_dir``. Serves ``GET /v1/health``.
+Started as ``python -m iostack.controller.server --config FILE`` (the
+all-in-one does this). FILE is JSON:
+
+- required: ``host``, ``port``, ``redis_url`` (may carry a password,
+  ``redis://:pw@host:port/0``), ``amqp_url``, ``admin_token`` (16+ chars),
+  ``state_dir`` (uploaded filter code goes under ``filter-code/``);
+- optional: ``key_prefix`` (``iostack:``), ``reseller_prefix`` (``AUTH_``),
+  ``max_body_bytes`` (1 MiB), ``keystone`` and ``swift_url`` (see
+  ``auth``), ``auth_cache_seconds`` (60).
+
+On start it seeds the built-in vocabulary into Redis (idempotent, keeps
+administrator changes), then serves the API with werkzeug's threaded WSGI
+server (no debugger, no reloader) until SIGTERM or SIGINT.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
+import signal
+import sys
+import threading
+from typing import Any
 
-from flask import Flask, jsonify
+from werkzeug.serving import make_server
+
+from iostack.controller.api import create_app
+
+REQUIRED = ("host", "port", "redis_url", "amqp_url", "admin_token", "state_dir")
+LOG = logging.getLogger("iostack.controller")
 
 
-def create_app(config: dict) -> Flask:
-    app = Flask("iostack.controller")
-
-    @app.get("/v1/health")
-    def health():
-        return jsonify(status="ok")
-
-    return app
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="IOStack controller")
-    parser.add_argument("--config", required=True)
-    args = parser.parse_args(argv)
-    with open(args.config, encoding="utf-8") as f:
+def load_config(path: str) -> dict[str, Any]:
+    with open(path, encoding="utf-8") as f:
         config = json.load(f)
-    create_app(config).run(host=config["host"], port=config["port"], threaded=True)
+    missing = [key for key in REQUIRED if key not in config]
+    if missing:
+        raise SystemExit(f"{path}: missing config keys: {', '.join(missing)}")
+    return config
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="IOStack controller")
+    parser.add_argument("--config", required=True, help="JSON config file")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    config = load_config(args.config)
+    app = create_app(config)
+    added = app.extensions["iostack"].registries.seed()
+    LOG.info("vocabulary seeded (%d new entries)", len(added))
+    server = make_server(config["host"], int(config["port"]), app, threaded=True)
+
+    def stop(signum, frame):
+        # shutdown() waits for serve_forever to return: run it off the serving thread.
+        threading.Thread(target=server.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    LOG.info("controller listening on http://%s:%s", config["host"], server.server_port)
+    server.serve_forever()
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,0 +1,330 @@
+"""The controller's REST API (Flask), under ``/v1``.
+
+Every route except ``/v1/health`` and ``/v1/openapi.json`` needs a token
+(see ``auth``). Administrators use everything; a tenant may read only its
+own effective policies (``GET /v1/tenants/<account>/policies``) and explain
+requests to its own account. Errors are JSON ``{"error": message, "status":
+code}``, with ``diagnostics`` (line, column, message) for policy text.
+Bodies larger than ``max_body_bytes`` (default 1 MiB) get 413. Parameters of
+type ``secret`` are shown as ``***`` in every answer.
+
+The OpenAPI document (``openapi.py``) is served at ``/v1/openapi.json``; a
+test keeps it and the routes in step.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import redis
+from flask import Blueprint, Flask, Response, current_app, jsonify, request
+from werkzeug.exceptions import HTTPException
+
+from iostack.controller.auth import Authenticator, AuthError, Principal
+from iostack.controller.keys import KeySpace
+from iostack.controller.openapi import openapi_document
+from iostack.controller.registry import Registries, RegistryError
+from iostack.controller.resolve import RequestInfo
+from iostack.controller.store import PolicyStore
+from iostack.dsl.errors import DSLError
+
+LOG = logging.getLogger(__name__)
+SECRET = "***"
+
+bp = Blueprint("v1", __name__, url_prefix="/v1")
+
+
+class Controller:
+    """What the routes work with; one per app."""
+
+    def __init__(self, config: dict[str, Any], client: redis.Redis | None = None) -> None:
+        self.config = config
+        self.redis = client or redis.Redis.from_url(config["redis_url"], decode_responses=True,
+                                                    socket_timeout=10)
+        self.keys = KeySpace(config.get("key_prefix", "iostack:"))
+        self.registries = Registries(self.redis, self.keys, config.get("reseller_prefix", "AUTH_"))
+        self.store = PolicyStore(self.redis, self.keys, self.registries)
+        self.auth = Authenticator(config)
+        self.code_dir = Path(config["state_dir"]) / "filter-code"
+
+
+def create_app(config: dict[str, Any], client: redis.Redis | None = None) -> Flask:
+    app = Flask("iostack.controller")
+    app.config["MAX_CONTENT_LENGTH"] = int(config.get("max_body_bytes", 1 << 20))
+    app.extensions["iostack"] = Controller(config, client)
+    app.register_blueprint(bp)
+    app.register_error_handler(Exception, _error)
+    return app
+
+
+def _ctl() -> Controller:
+    return current_app.extensions["iostack"]
+
+
+# -- errors and auth ------------------------------------------------------------
+
+
+def _error(exc: Exception):
+    if isinstance(exc, DSLError):
+        return _json_error(400, "invalid policy text", diagnostics=[
+            d.to_json() for d in exc.diagnostics])
+    if isinstance(exc, (RegistryError, AuthError)):
+        return _json_error(exc.status, str(exc))
+    if isinstance(exc, HTTPException):
+        return _json_error(exc.code or 500, exc.description or exc.name)
+    if isinstance(exc, redis.RedisError):
+        LOG.error("policy store unavailable: %s", exc)
+        return _json_error(503, "policy store (Redis) unavailable")
+    LOG.exception("unexpected error")
+    return _json_error(500, "internal error")
+
+
+def _json_error(status: int, message: str, **extra):
+    response = jsonify({"error": message, "status": status, **extra})
+    response.status_code = status
+    return response
+
+
+def _principal(account: str | None = None) -> Principal:
+    return _ctl().auth.authenticate(request.headers, account)
+
+
+def _admin() -> Principal:
+    principal = _principal()
+    if not principal.admin:
+        raise AuthError("administrators only", 403)
+    return principal
+
+
+def _body() -> dict[str, Any]:
+    data = request.get_json(silent=True)
+    if not isinstance(data, dict):
+        raise RegistryError("the body must be a JSON object")
+    return data
+
+
+def _field(data: dict[str, Any], name: str, kind: type = str):
+    if name not in data:
+        raise RegistryError(f"missing field {name!r}")
+    if not isinstance(data[name], kind):
+        raise RegistryError(f"field {name!r} must be a {kind.__name__}")
+    return data[name]
+
+
+def _redact(record: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a policy record with ``secret`` parameter values hidden."""
+    record = json.loads(json.dumps(record))
+    _redact_params(record.get("actions", []) + record.get("rules", []))
+    return record
+
+
+def _redact_params(items: list[dict[str, Any]]) -> None:
+    """Hide, in place, the values of ``secret`` (or no longer declared) parameters."""
+    filters = _ctl().registries.vocabulary().filters
+    for item in items:
+        meta = filters.get(item.get("filter"))
+        for name in item.get("params", {}):
+            declared = meta.param(name) if meta else None
+            if declared is None or declared.type == "secret":
+                item["params"][name] = SECRET
+
+
+# -- service --------------------------------------------------------------------
+
+
+@bp.get("/health")
+def health():
+    ctl = _ctl()
+    try:
+        ctl.redis.ping()
+    except redis.RedisError:
+        return _json_error(503, "policy store (Redis) unavailable")
+    return jsonify(status="ok")
+
+
+@bp.get("/openapi.json")
+def openapi():
+    return jsonify(openapi_document())
+
+
+# -- policies -------------------------------------------------------------------
+
+
+def _policy_text() -> str:
+    if request.mimetype == "text/plain":
+        return request.get_data(as_text=True)
+    return _field(_body(), "text")
+
+
+@bp.get("/policies")
+def list_policies():
+    _admin()
+    return jsonify(policies=[_redact(r) for r in _ctl().store.list()])
+
+
+@bp.post("/policies")
+def add_policies():
+    _admin()
+    dry_run = request.args.get("dry_run", "").lower() in ("1", "true", "yes")
+    text = _policy_text()
+    result = _ctl().store.submit(text, dry_run=dry_run)
+    result["policies"] = [_redact(r) for r in result["policies"]]
+    return jsonify(result), (200 if dry_run else 201)
+
+
+@bp.post("/policies/validate")
+def validate_policies():
+    _admin()
+    result = _ctl().store.submit(_policy_text(), dry_run=True)
+    result["policies"] = [_redact(r) for r in result["policies"]]
+    return jsonify(result | {"valid": True})
+
+
+@bp.get("/policies/<pid>")
+def get_policy(pid: str):
+    _admin()
+    return jsonify(_redact(_ctl().store.get(pid)))
+
+
+@bp.delete("/policies/<pid>")
+def delete_policy(pid: str):
+    _admin()
+    return jsonify(deleted=_redact(_ctl().store.delete(pid)))
+
+
+@bp.get("/tenants/<account>/policies")
+def tenant_policies(account: str):
+    principal = _principal(account)
+    if not principal.may_read(account):
+        raise AuthError("a tenant may read its own policies only", 403)
+    return jsonify(account=account,
+                   policies=[_redact(r) for r in _ctl().store.for_tenant(account)])
+
+
+@bp.post("/explain")
+def explain():
+    data = _body()
+    method, path = _field(data, "method"), _field(data, "path")
+    size = data.get("size")
+    if size is not None and (not isinstance(size, int) or size < 0):
+        raise RegistryError("size must be a non-negative integer")
+    headers = data.get("headers") or {}
+    if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
+        raise RegistryError("headers must be an object of strings")
+    try:
+        req = RequestInfo.from_path(method, path, size=size, headers=headers)
+    except ValueError as exc:
+        raise RegistryError(str(exc)) from None
+    principal = _principal(req.account)
+    if not principal.may_read(req.account):
+        raise AuthError("a tenant may explain requests to its own account only", 403)
+    resolution = _ctl().store.explain(req).to_json()
+    _redact_params(resolution["pipeline"])
+    return jsonify(request={"method": req.method, "account": req.account,
+                            "container": req.container, "object": req.obj, "size": req.size},
+                   **resolution)
+
+
+# -- registries -----------------------------------------------------------------
+
+@bp.get("/<any(filters, metrics, classes, groups, object_types):kind>")
+def list_registry(kind: str):
+    _admin()
+    return jsonify({kind: _ctl().registries.list(kind)})
+
+
+@bp.get("/<any(filters, metrics, classes, groups, object_types):kind>/<name>")
+def get_registry(kind: str, name: str):
+    _admin()
+    return jsonify(_ctl().registries.get(kind, name))
+
+
+@bp.delete("/<any(filters, metrics, classes, groups, object_types):kind>/<name>")
+def delete_registry(kind: str, name: str):
+    _admin()
+    _ctl().registries.delete(kind, name)
+    return jsonify(deleted=name)
+
+
+@bp.put("/filters/<name>")
+def put_filter(name: str):
+    _admin()
+    data = _body() | {"name": name}
+    return jsonify(_ctl().registries.put_filter(data).to_json()), 201
+
+
+@bp.put("/filters/<name>/code")
+def put_filter_code(name: str):
+    """Store a filter's code (run sandboxed as a Storlet) and point its metadata at it."""
+    _admin()
+    ctl = _ctl()
+    meta = ctl.registries.get("filters", name)
+    code = request.get_data()
+    if not code:
+        raise RegistryError("empty body: send the filter's code")
+    digest = hashlib.sha256(code).hexdigest()
+    folder = ctl.code_dir / meta["name"]
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / digest).write_bytes(code)
+    meta["extra"] = meta.get("extra", {}) | {"runtime": "storlet", "code_sha256": digest,
+                                            "code_size": len(code)}
+    return jsonify(ctl.registries.put_filter(meta).to_json()), 201
+
+
+@bp.get("/filters/<name>/code")
+def get_filter_code(name: str):
+    _admin()
+    ctl = _ctl()
+    meta = ctl.registries.get("filters", name)
+    digest = meta.get("extra", {}).get("code_sha256")
+    if not digest:
+        raise RegistryError(f"filter {meta['name']!r} has no uploaded code", 404)
+    code = (ctl.code_dir / meta["name"] / digest).read_bytes()
+    return Response(code, mimetype="application/octet-stream",
+                    headers={"X-Code-Sha256": digest})
+
+
+@bp.put("/metrics/<name>")
+def put_metric(name: str):
+    _admin()
+    data = _body() | {"name": name}
+    return jsonify(_ctl().registries.put_metric(data).to_json()), 201
+
+
+@bp.put("/classes/<name>")
+def put_class(name: str):
+    _admin()
+    data = _body() | {"name": name}
+    _field(data, "actions")
+    return jsonify(_ctl().registries.put_class(data).to_json()), 201
+
+
+@bp.put("/groups/<name>")
+def put_group(name: str):
+    _admin()
+    tenants = _field(_body(), "tenants", list)
+    return jsonify(name=name, tenants=_ctl().registries.put_group(name, tenants)), 201
+
+
+@bp.put("/object_types/<name>")
+def put_object_type(name: str):
+    _admin()
+    patterns = _field(_body(), "patterns", list)
+    return jsonify(name=name.upper(),
+                   patterns=_ctl().registries.put_object_type(name, patterns)), 201
+
+
+@bp.get("/tenants")
+def list_tenants():
+    _admin()
+    return jsonify(tenants=_ctl().registries.tenants())
+
+
+@bp.put("/tenants/<name>")
+def put_tenant(name: str):
+    _admin()
+    return jsonify(account=_ctl().registries.add_tenant(name)), 201
