@@ -71,6 +71,7 @@ class FilterContext:
 
 EncoderFactory = Callable[[dict[str, Any], FilterContext], Encoder]
 ViewFactory = Callable[[ByteSource, Mapping[str, str], FilterContext], ByteSource]
+ParamCheck = Callable[[dict[str, Any]], None]
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,8 @@ class FilterSpec:
     metadata: FilterMetadata
     make_encoder: EncoderFactory | None = None
     make_view: ViewFactory | None = None
+    # Rules across parameters that metadata cannot express (gzip levels stop at 9).
+    check_params: ParamCheck | None = None
 
     @property
     def name(self) -> str:
@@ -90,8 +93,15 @@ class FilterSpec:
         return self.make_encoder is not None
 
     def validate(self, params: Mapping[str, Any] | None) -> dict[str, Any]:
-        """Check ``params`` against the metadata; return them typed, defaults filled."""
-        return resolve_params(self.metadata, params or {})
+        """Check ``params`` as the data path will; return them typed, defaults filled.
+
+        The controller can call this when it compiles a policy, so a bad value
+        is refused then rather than on the first PUT.
+        """
+        resolved = resolve_params(self.metadata, params or {})
+        if self.check_params is not None:
+            self.check_params(resolved)
+        return resolved
 
     def encoder(self, params: Mapping[str, Any] | None, context: FilterContext) -> Encoder:
         if self.make_encoder is None:

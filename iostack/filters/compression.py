@@ -156,21 +156,21 @@ _CODECS = {codec.name: codec for codec in (_Gzip, _Zstd)}
 _CODEC_ERRORS = (zlib.error, zstandard.ZstdError)
 
 
-def _make_codec(algorithm: str, level: int | None) -> _Gzip | _Zstd:
-    codec = _CODECS[algorithm]
-    if level is None:
-        level = codec.default_level
-    low, high = codec.levels
-    if not low <= level <= high:
-        raise ParamError(METADATA.name, "level", f"{algorithm} accepts {low}-{high}, got {level}")
-    return codec(level)
+def check_params(params: dict[str, Any]) -> None:
+    """Levels depend on the algorithm: gzip stops at 9."""
+    low, high = _CODECS[params["algorithm"]].levels
+    level = params["level"]
+    if level is not None and not low <= level <= high:
+        raise ParamError(METADATA.name, "level",
+                         f"{params['algorithm']} accepts {low}-{high}, got {level}")
 
 
 class CompressionEncoder:
     """Compresses one body into frames followed by the index trailer."""
 
     def __init__(self, params: dict[str, Any], context: FilterContext) -> None:
-        self._codec = _make_codec(params["algorithm"], params["level"])
+        codec = _CODECS[params["algorithm"]]
+        self._codec = codec(params["level"] or codec.default_level)
         self._frame_size = params["frame_size"]
         self._entries: list[tuple[int, int, int]] = []
         self._length = 0
@@ -321,4 +321,5 @@ class CompressionView:
         return _Index(offsets, entries)
 
 
-SPEC = FilterSpec(METADATA, make_encoder=CompressionEncoder, make_view=CompressionView)
+SPEC = FilterSpec(METADATA, make_encoder=CompressionEncoder, make_view=CompressionView,
+                  check_params=check_params)

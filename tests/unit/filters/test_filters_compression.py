@@ -148,6 +148,13 @@ def test_bad_parameters_say_which_and_why(params, param, message):
     assert caught.value.param == param and caught.value.filter_name == "compression"
 
 
+def test_policy_time_validation_applies_the_same_rules():
+    with pytest.raises(ParamError, match="gzip accepts 1-9, got 12"):
+        SPEC.validate({"algorithm": "gzip", "level": 12})
+    assert SPEC.validate({"algorithm": "zstd", "level": 12})["level"] == 12
+    assert SPEC.validate({}) == {"algorithm": "zstd", "level": None, "frame_size": 256 * KIB}
+
+
 def test_parameters_from_strings_are_accepted():
     encoder = SPEC.encoder({"algorithm": "GZIP", "level": "9", "frame_size": "131072"}, CTX)
     b"".join(encoder.encode([b"abc" * 1000]))
