@@ -28,11 +28,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from iostack.filters.base import BytesSource, FilterContext  # noqa: E402
+from iostack.filters.base import ByteSource, BytesSource, FilterContext  # noqa: E402
 from iostack.filters.keys import KeyFileProvider, create_key_file  # noqa: E402
 from iostack.filters.registry import get_filter  # noqa: E402
 
 MIB = 1024 * 1024
+RANGE_BYTES = 4096
+RANGE_SAMPLES = 200
 
 CONFIGS: dict[str, list[tuple[str, dict]]] = {
     "noop": [("noop", {})],
@@ -98,39 +100,78 @@ def timed(work: Callable[[], int]) -> tuple[float, float, int]:
     return time.perf_counter() - wall, time.process_time() - cpu, produced
 
 
+def encoders_for(name: str, context: FilterContext) -> list:
+    return [get_filter(f).encoder(p, context) for f, p in CONFIGS.get(name, [])]
+
+
+def encode_stream(name: str, encoders: list, chunks: Iterable[bytes]) -> Iterable[bytes]:
+    if name == "copy":
+        return CopyEncoder().encode(chunks)
+    for encoder in encoders:
+        chunks = encoder.encode(chunks)
+    return chunks
+
+
+def open_views(name: str, lower: ByteSource, sysmetas: list[dict[str, str]],
+               context: FilterContext) -> ByteSource:
+    view = lower
+    for (f, _), sysmeta in reversed(list(zip(CONFIGS.get(name, []), sysmetas, strict=True))):
+        view = get_filter(f).open_view(view, sysmeta, context)
+    return view
+
+
 def run_once(name: str, data: bytes, chunk: int, context: FilterContext) -> dict[str, float]:
     stored_chunks: list[bytes] = []
-    sysmetas: list[dict[str, str]] = []
+    encoders = encoders_for(name, context)
 
     def encode() -> int:
-        if name == "copy":
-            stream: Iterable[bytes] = CopyEncoder().encode(chunks_of(data, chunk))
-            encoders = []
-        else:
-            encoders = [get_filter(f).encoder(p, context) for f, p in CONFIGS[name]]
-            stream = chunks_of(data, chunk)
-            for encoder in encoders:
-                stream = encoder.encode(stream)
-        stored_chunks.extend(stream)
-        sysmetas.extend(encoder.sysmeta() for encoder in encoders)
+        stored_chunks.extend(encode_stream(name, encoders, chunks_of(data, chunk)))
         return sum(map(len, stored_chunks))
 
     enc_wall, enc_cpu, stored_length = timed(encode)
     stored = b"".join(stored_chunks)
+    sysmetas = [encoder.sysmeta() for encoder in encoders]
 
     def decode() -> int:
-        if name == "copy":
-            view = CopyView(stored, chunk)
-        else:
-            view = BytesSource(stored, chunk)
-            for (f, _), sysmeta in reversed(list(zip(CONFIGS[name], sysmetas, strict=True))):
-                view = get_filter(f).open_view(view, sysmeta, context)
+        lower = CopyView(stored, chunk) if name == "copy" else BytesSource(stored, chunk)
+        view = open_views(name, lower, sysmetas, context)
         return sum(len(piece) for piece in view.read(0, view.length))
 
     dec_wall, dec_cpu, decoded = timed(decode)
     assert decoded == len(data), f"{name}: decoded {decoded} of {len(data)} bytes"
     return {"enc_wall": enc_wall, "enc_cpu": enc_cpu, "dec_wall": dec_wall, "dec_cpu": dec_cpu,
             "ratio": stored_length / len(data)}
+
+
+class CountingSource:
+    """Counts the stored bytes a view fetches."""
+
+    def __init__(self, lower: ByteSource) -> None:
+        self._lower = lower
+        self.length = lower.length
+        self.fetched = 0
+
+    def read(self, start: int, end: int) -> Iterator[bytes]:
+        self.fetched += end - start
+        return self._lower.read(start, end)
+
+
+def range_reads(name: str, data: bytes, context: FilterContext, ranges: list[tuple[int, int]]
+                ) -> tuple[float, float]:
+    """Median µs per range GET (view opened per request) and mean stored bytes fetched."""
+    encoders = encoders_for(name, context)
+    stored = b"".join(encode_stream(name, encoders, chunks_of(data, 64 * 1024)))
+    sysmetas = [encoder.sysmeta() for encoder in encoders]
+    latencies, fetched = [], 0
+    for start, end in ranges:
+        lower = CountingSource(BytesSource(stored))
+        began = time.perf_counter()
+        view = open_views(name, lower, sysmetas, context)
+        got = b"".join(view.read(start, end))
+        latencies.append(time.perf_counter() - began)
+        assert got == data[start:end], f"{name}: wrong bytes for range {start}-{end}"
+        fetched += lower.fetched
+    return statistics.median(latencies) * 1e6, fetched / len(ranges)
 
 
 def thread_scaling(work: Callable[[], object]) -> float:
@@ -201,6 +242,20 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{corpus:<7} {name:<16} {enc:>9.0f} {enc / enc_copy:>7.3f} {dec:>9.0f} "
                       f"{dec / dec_copy:>7.3f} {m['ratio']:>11.4f} {m['enc_cpu'] / gb:>12.2f} "
                       f"{m['dec_cpu'] / gb:>12.2f}")
+        rng = random.Random(3)
+        starts = [rng.randrange(size - RANGE_BYTES) for _ in range(RANGE_SAMPLES)]
+        ranges = [(start, start + RANGE_BYTES) for start in starts]
+        print(f"\n{RANGE_SAMPLES} random {RANGE_BYTES // 1024} KiB range GETs (view opened per "
+              f"request), medians; 'x copy' = relative to reading the plain bytes")
+        print(f"{'corpus':<7} {'filter':<16} {'µs/range':>9} {'x copy':>7} {'stored KiB read':>16}")
+        for corpus, make in (("logs", log_corpus), ("random", random_corpus)):
+            data = make(size)
+            results = {name: range_reads(name, data, context, ranges)
+                       for name in ("copy", "zstd", "encryption", "zstd+encryption")}
+            for name, (micros, fetched) in results.items():
+                print(f"{corpus:<7} {name:<16} {micros:>9.0f} {micros / results['copy'][0]:>7.1f}"
+                      f" {fetched / 1024:>16.1f}")
+        print()
         scale_data = log_corpus(min(size, 16 * MIB))
         scaling = {name: statistics.median(
             thread_scaling(lambda n=name: run_once(n, scale_data, chunk, context))
