@@ -24,7 +24,7 @@ import redis
 from flask import Blueprint, Flask, Response, current_app, jsonify, request
 from werkzeug.exceptions import HTTPException
 
-from iostack.controller.auth import Authenticator, AuthError, Principal
+from iostack.controller.auth import Authenticator, AuthError, Principal, request_token
 from iostack.controller.keys import KeySpace
 from iostack.controller.openapi import openapi_document
 from iostack.controller.registry import Registries, RegistryError
@@ -118,19 +118,29 @@ def _field(data: dict[str, Any], name: str, kind: type = str):
 def _redact(record: dict[str, Any]) -> dict[str, Any]:
     """A copy of a policy record with ``secret`` parameter values hidden."""
     record = json.loads(json.dumps(record))
-    _redact_params(record.get("actions", []) + record.get("rules", []))
+    hidden = _redact_params(record.get("actions", []) + record.get("rules", []))
+    for value in hidden:
+        # The policy text holds the value as written: mask it there too.
+        record["text"] = record["text"].replace(value, SECRET)
     return record
 
 
-def _redact_params(items: list[dict[str, Any]]) -> None:
-    """Hide, in place, the values of ``secret`` (or no longer declared) parameters."""
+def _redact_params(items: list[dict[str, Any]]) -> set[str]:
+    """Hide, in place, the values of ``secret`` (or no longer declared) parameters.
+
+    Returns the hidden values that were strings.
+    """
     filters = _ctl().registries.vocabulary().filters
+    hidden = set()
     for item in items:
         meta = filters.get(item.get("filter"))
-        for name in item.get("params", {}):
+        for name, value in item.get("params", {}).items():
             declared = meta.param(name) if meta else None
             if declared is None or declared.type == "secret":
+                if isinstance(value, str) and value:
+                    hidden.add(value)
                 item["params"][name] = SECRET
+    return hidden
 
 
 # -- service --------------------------------------------------------------------
@@ -207,6 +217,8 @@ def tenant_policies(account: str):
 
 @bp.post("/explain")
 def explain():
+    if not request_token(request.headers):
+        raise AuthError("authentication required: send X-Auth-Token")
     data = _body()
     method, path = _field(data, "method"), _field(data, "path")
     size = data.get("size")

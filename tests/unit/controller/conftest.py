@@ -76,3 +76,28 @@ def reader(redis_client, keys):
     assert instance.wait_subscribed(5), "the reader did not subscribe to invalidations"
     yield instance
     instance.close()
+
+
+ADMIN_TOKEN = "admin-token-for-tests-0123456789"
+
+
+@pytest.fixture
+def app_config(keys, tmp_path):
+    return {"host": "127.0.0.1", "port": 0, "redis_url": REDIS_URL, "amqp_url": "amqp://unused",
+            "admin_token": ADMIN_TOKEN, "state_dir": str(tmp_path), "key_prefix": keys.prefix,
+            "max_body_bytes": 4096}
+
+
+@pytest.fixture
+def client(app_config, redis_client):
+    from iostack.controller.api import create_app
+
+    app = create_app(app_config)
+    app.extensions["iostack"].registries.seed()
+    app.extensions["iostack"].registries.add_tenant("t1")
+    return app.test_client()
+
+
+@pytest.fixture
+def admin():
+    return {"X-Auth-Token": ADMIN_TOKEN}

@@ -1,0 +1,177 @@
+"""The REST API through Flask's test client, on a real Redis (private key prefix)."""
+
+from __future__ import annotations
+
+import pytest
+
+from iostack.controller.api import create_app
+from iostack.controller.openapi import openapi_document
+
+
+def test_health_and_openapi_need_no_token(client):
+    assert client.get("/v1/health").json == {"status": "ok"}
+    assert client.get("/v1/openapi.json").json["openapi"].startswith("3.")
+
+
+def test_openapi_documents_exactly_the_routes(client):
+    app = client.application
+    routes = set()
+    for rule in app.url_map.iter_rules():
+        if not rule.rule.startswith("/v1"):
+            continue
+        path = rule.rule.replace("<", "{").replace(">", "}")
+        methods = rule.methods - {"HEAD", "OPTIONS"}
+        if "{any(" in path:  # one registry route stands for each kind
+            prefix, rest = path.split("{any(", 1)
+            kinds, rest = rest.split("):kind}", 1)
+            for kind in kinds.split(", "):
+                routes |= {(f"{prefix}{kind}{rest}", m.lower()) for m in methods}
+        else:
+            routes |= {(path.replace("{int:", "{"), m.lower()) for m in methods}
+    documented = {(path, method) for path, ops in openapi_document()["paths"].items()
+                  for method in ops}
+    assert routes == documented
+
+
+@pytest.mark.parametrize("method, path", [
+    ("get", "/v1/policies"), ("post", "/v1/policies"), ("delete", "/v1/policies/P1"),
+    ("get", "/v1/filters"), ("put", "/v1/metrics/X"), ("post", "/v1/explain"),
+])
+def test_everything_else_needs_the_token(client, method, path):
+    body = {"method": "GET", "path": "/v1/AUTH_t1/c/o", "text": "FOR ALL DO SET noop"}
+    response = getattr(client, method)(path, json=body)
+    assert response.status_code == 401
+    assert response.json["error"].startswith("authentication required")
+    response = getattr(client, method)(path, json=body, headers={"X-Auth-Token": "wrong" * 8})
+    assert response.status_code == 401
+
+
+def test_bearer_header_is_accepted(client, admin):
+    response = client.get("/v1/policies",
+                          headers={"Authorization": "Bearer " + admin["X-Auth-Token"]})
+    assert response.status_code == 200
+
+
+def test_policy_life_cycle(client, admin):
+    bad = client.post("/v1/policies", json={"text": "FOR TENANT t1 DO SET COMPRESION"},
+                      headers=admin)
+    assert bad.status_code == 400
+    assert bad.json["diagnostics"] == [{"line": 1, "column": 22, "message":
+                                        "unknown filter 'COMPRESION' (did you mean COMPRESSION?)"}]
+    added = client.post("/v1/policies", data="FOR TENANT t1 DO SET compression WITH level=5",
+                        content_type="text/plain", headers=admin)
+    assert added.status_code == 201
+    pid = added.json["policies"][0]["id"]
+    assert [p["id"] for p in client.get("/v1/policies", headers=admin).json["policies"]] == [pid]
+    assert client.get(f"/v1/policies/{pid}", headers=admin).json["actions"][0]["params"] == \
+        {"level": 5}
+    explained = client.post("/v1/explain", headers=admin, json={
+        "method": "PUT", "path": "/v1/AUTH_t1/c/o.txt", "size": 10})
+    assert [e["filter"] for e in explained.json["pipeline"]] == ["compression"]
+    assert client.delete(f"/v1/policies/{pid}", headers=admin).status_code == 200
+    assert client.get(f"/v1/policies/{pid}", headers=admin).status_code == 404
+    assert client.delete(f"/v1/policies/{pid}", headers=admin).json["error"] == \
+        f"no policy '{pid}'"
+
+
+def test_validate_and_dry_run_change_nothing(client, admin):
+    ok = client.post("/v1/policies/validate", json={"text": "FOR TENANT t1 DO SET noop"},
+                     headers=admin)
+    assert ok.status_code == 200 and ok.json["valid"] is True
+    dry = client.post("/v1/policies?dry_run=true", json={"text": "FOR TENANT t1 DO SET noop"},
+                      headers=admin)
+    assert dry.status_code == 200 and dry.json["dry_run"] is True
+    assert client.get("/v1/policies", headers=admin).json["policies"] == []
+
+
+def test_registries_round_trip_and_refuse_in_use_deletes(client, admin):
+    meta = {"description": "upper-cases text", "methods": ["GET"], "stages": ["proxy"],
+            "params": [{"name": "limit", "type": "size", "maximum": 1048576}]}
+    assert client.put("/v1/filters/upper", json=meta, headers=admin).status_code == 201
+    assert client.put("/v1/metrics/errors_sec", json={"kind": "number"},
+                      headers=admin).status_code == 201
+    assert client.put("/v1/groups/gold", json={"tenants": ["t1"]}, headers=admin).json == \
+        {"name": "gold", "tenants": ["AUTH_t1"]}
+    assert client.put("/v1/object_types/parquet", json={"patterns": [r"\.parquet$"]},
+                      headers=admin).status_code == 201
+    assert client.put("/v1/classes/turbo", json={"actions": "SET upper WITH limit=1K"},
+                      headers=admin).status_code == 201
+    added = client.post("/v1/policies", headers=admin, json={
+        "text": "FOR G:gold WHEN ERRORS_SEC > 1 DO SET TURBO TO OBJECT_TYPE=PARQUET"})
+    assert added.status_code == 201, added.json
+    for kind, name in [("filters", "upper"), ("metrics", "ERRORS_SEC"), ("groups", "gold"),
+                       ("object_types", "parquet")]:
+        refused = client.delete(f"/v1/{kind}/{name}", headers=admin)
+        assert refused.status_code == 409, (kind, refused.json)
+        assert "used by policies P1" in refused.json["error"]
+    listed = client.get("/v1/filters", headers=admin).json["filters"]
+    assert listed["upper"]["extra"]["origin"] == "admin"
+    assert "compression" in listed
+
+
+@pytest.mark.parametrize("path, body, message", [
+    ("/v1/filters/Bad", {"description": "x"}, "filter names are lower-case"),
+    ("/v1/filters/x", {"description": "x", "methods": ["FETCH"]}, "unknown methods"),
+    ("/v1/filters/x", {"description": "x", "params": [{"name": "a", "type": "blob"}]},
+     "unknown type 'blob'"),
+    ("/v1/metrics/m", {"kind": "furlongs"}, "kind must be one of"),
+    ("/v1/classes/c", {"actions": "SET nothing"}, "unknown filter 'nothing'"),
+    ("/v1/classes/compression", {"actions": "SET noop"}, "would hide the filter"),
+    ("/v1/groups/g", {"tenants": "t1"}, "field 'tenants' must be a list"),
+    ("/v1/object_types/t", {"patterns": ["(unclosed"]}, "bad pattern '(unclosed'"),
+    ("/v1/object_types/t", {}, "missing field 'patterns'"),
+])
+def test_bad_registrations_are_rejected_with_a_reason(client, admin, path, body, message):
+    response = client.put(path, json=body, headers=admin)
+    assert response.status_code == 400
+    assert message in response.json["error"]
+
+
+def test_bad_bodies(client, admin):
+    assert client.post("/v1/policies", data="not json", content_type="application/json",
+                       headers=admin).json["error"] == "the body must be a JSON object"
+    huge = client.post("/v1/policies", json={"text": "x" * 10000}, headers=admin)
+    assert huge.status_code == 413 and huge.json["status"] == 413
+    bad = client.post("/v1/explain", json={"method": "PUT", "path": "/nope"}, headers=admin)
+    assert bad.status_code == 400 and "not a Swift path" in bad.json["error"]
+    assert client.get("/v1/nothing", headers=admin).status_code == 404
+
+
+def test_secret_parameters_are_never_shown(client, admin):
+    meta = {"description": "x", "params": [{"name": "key", "type": "secret"}]}
+    client.put("/v1/filters/vault", json=meta, headers=admin)
+    added = client.post("/v1/policies", json={"text": "FOR TENANT t1 DO SET vault WITH "
+                                                      "key='s3cr3t'"}, headers=admin)
+    assert "s3cr3t" not in added.get_data(as_text=True)
+    listing = client.get("/v1/policies", headers=admin).get_data(as_text=True)
+    explained = client.post("/v1/explain", headers=admin, json={
+        "method": "PUT", "path": "/v1/AUTH_t1/c/o"}).get_data(as_text=True)
+    assert "s3cr3t" not in listing and "s3cr3t" not in explained and "***" in explained
+
+
+def test_filter_code_upload_makes_it_a_sandboxed_filter(client, admin, tmp_path):
+    client.put("/v1/filters/upper", json={"description": "x", "methods": ["GET"]}, headers=admin)
+    code = b"class Upper:\n    pass\n"
+    uploaded = client.put("/v1/filters/upper/code", data=code,
+                          content_type="application/octet-stream", headers=admin)
+    assert uploaded.status_code == 201
+    assert uploaded.json["extra"]["runtime"] == "storlet"
+    assert client.get("/v1/filters/upper/code", headers=admin).data == code
+    client.post("/v1/policies", json={"text": "FOR TENANT t1 DO SET upper"}, headers=admin)
+    explained = client.post("/v1/explain", headers=admin,
+                            json={"method": "GET", "path": "/v1/AUTH_t1/c/o"})
+    assert explained.json["pipeline"][0]["sandboxed"] is True
+    assert client.put("/v1/filters/none/code", data=code, headers=admin).status_code == 404
+
+
+def test_missing_admin_token_refuses_to_start(app_config):
+    with pytest.raises(ValueError, match="admin_token must be set"):
+        create_app(app_config | {"admin_token": ""})
+
+
+def test_redis_down_is_a_503(app_config):
+    app = create_app(app_config | {"redis_url": "redis://127.0.0.1:1/0"})
+    client = app.test_client()
+    assert client.get("/v1/health").status_code == 503
+    response = client.get("/v1/policies", headers={"X-Auth-Token": app_config["admin_token"]})
+    assert response.status_code == 503 and "Redis" in response.json["error"]
