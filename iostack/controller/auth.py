@@ -19,7 +19,7 @@ busy CLI does not hammer Keystone; failures are not cached.
 
 Config keys (controller JSON): ``admin_token``, ``keystone`` = {auth_url,
 username, password, project_name, user_domain_name, project_domain_name,
-admin_roles}, ``swift_url``, ``reseller_prefix``.
+admin_roles, interface (``public``)}, ``swift_url``, ``reseller_prefix``.
 """
 
 from __future__ import annotations
@@ -90,7 +90,8 @@ class KeystoneValidator:
             user_domain_name=conf.get("user_domain_name", "Default"),
             project_domain_name=conf.get("project_domain_name", "Default"),
         )
-        self.client = client.Client(session=session.Session(auth=auth, timeout=10))
+        self.client = client.Client(session=session.Session(auth=auth, timeout=10),
+                                    interface=conf.get("interface", "public"))
         self.admin_roles = set(conf.get("admin_roles", ["admin"]))
         self.reseller_prefix = reseller_prefix
 
