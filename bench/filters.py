@@ -32,6 +32,9 @@ from iostack.filters.base import ByteSource, BytesSource, FilterContext  # noqa:
 from iostack.filters.keys import KeyFileProvider, create_key_file  # noqa: E402
 from iostack.filters.registry import get_filter  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import print_table  # noqa: E402
+
 MIB = 1024 * 1024
 RANGE_BYTES = 4096
 RANGE_SAMPLES = 200
@@ -219,10 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         names = ["copy", *CONFIGS]
         print(f"body {args.size_mib} MiB, chunks {args.chunk_kib} KiB, {args.repeat} repetitions,"
               f" medians; 'x copy' = throughput relative to a plain copy in the same run")
-        header = (f"{'corpus':<7} {'filter':<16} {'enc MB/s':>9} {'x copy':>7} {'dec MB/s':>9} "
-                  f"{'x copy':>7} {'stored/orig':>11} {'enc CPU s/GB':>12} {'dec CPU s/GB':>12}")
-        print(header)
-        print("-" * len(header))
+        rows = []
         for corpus, make in (("logs", log_corpus), ("random", random_corpus)):
             data = make(size)
             runs: dict[str, list[dict[str, float]]] = {name: [] for name in names}
@@ -234,27 +234,28 @@ def main(argv: list[str] | None = None) -> int:
             med = {name: {key: statistics.median(r[key] for r in rs) for key in rs[0]}
                    for name, rs in runs.items()}
             gb = size / 1e9
+            copy = med["copy"]
             for name in names:
                 m = med[name]
-                enc, dec = size / 1e6 / m["enc_wall"], size / 1e6 / m["dec_wall"]
-                enc_copy = size / 1e6 / med["copy"]["enc_wall"]
-                dec_copy = size / 1e6 / med["copy"]["dec_wall"]
-                print(f"{corpus:<7} {name:<16} {enc:>9.0f} {enc / enc_copy:>7.3f} {dec:>9.0f} "
-                      f"{dec / dec_copy:>7.3f} {m['ratio']:>11.4f} {m['enc_cpu'] / gb:>12.2f} "
-                      f"{m['dec_cpu'] / gb:>12.2f}")
+                rows.append([corpus, name, size / 1e6 / m["enc_wall"],
+                             f"{copy['enc_wall'] / m['enc_wall']:.3f}", size / 1e6 / m["dec_wall"],
+                             f"{copy['dec_wall'] / m['dec_wall']:.3f}", f"{m['ratio']:.4f}",
+                             m["enc_cpu"] / gb, m["dec_cpu"] / gb])
+        print_table(["corpus", "filter", "enc MB/s", "x copy", "dec MB/s", "x copy",
+                     "stored/orig", "enc CPU s/GB", "dec CPU s/GB"], rows)
         rng = random.Random(3)
         starts = [rng.randrange(size - RANGE_BYTES) for _ in range(RANGE_SAMPLES)]
         ranges = [(start, start + RANGE_BYTES) for start in starts]
         print(f"\n{RANGE_SAMPLES} random {RANGE_BYTES // 1024} KiB range GETs (view opened per "
               f"request), medians; 'x copy' = relative to reading the plain bytes")
-        print(f"{'corpus':<7} {'filter':<16} {'µs/range':>9} {'x copy':>7} {'stored KiB read':>16}")
+        rows = []
         for corpus, make in (("logs", log_corpus), ("random", random_corpus)):
             data = make(size)
             results = {name: range_reads(name, data, context, ranges)
                        for name in ("copy", "zstd", "encryption", "zstd+encryption")}
             for name, (micros, fetched) in results.items():
-                print(f"{corpus:<7} {name:<16} {micros:>9.0f} {micros / results['copy'][0]:>7.1f}"
-                      f" {fetched / 1024:>16.1f}")
+                rows.append([corpus, name, micros, micros / results["copy"][0], fetched / 1024])
+        print_table(["corpus", "filter", "µs/range", "x copy", "stored KiB read"], rows)
         print()
         scale_data = log_corpus(min(size, 16 * MIB))
         scaling = {name: statistics.median(
