@@ -87,7 +87,7 @@ class AllInOne:
         redis = self.services.ensure("redis", cfg.redis_url)
         amqp = self.services.ensure("rabbitmq", cfg.amqp_url)
 
-        layout = SwiftLayout(cfg, secrets, memcache.url)
+        layout = SwiftLayout(cfg, secrets, memcache.url, redis.url)
         layout.prepare()
         for server in ("account", "container", "object", *DAEMONS, "proxy"):
             port = layout.server_port(server) if server in SERVERS else None

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from iostack.aio.config import AioConfig
 from iostack.aio.secrets import TENANTS
+from iostack.filters.keys import create_key_file
 
 RESELLER_PREFIX = "AUTH_"
 PART_POWER = 8
@@ -33,14 +34,15 @@ SERVERS = ("account", "container", "object", "proxy")
 # The container updater keeps account listings' object and byte counts current.
 DAEMONS = {"container-updater": "container"}
 
-# Proxy pipeline, in order. Later components insert their middleware after
-# ``tempauth`` (policy enforcement must see the authenticated tenant).
+# Proxy pipeline, in order.
 PROXY_PIPELINE = [
     "catch_errors", "gatekeeper", "healthcheck", "proxy-logging", "cache",
     "listing_formats", "bulk", "tempurl", "ratelimit", "s3api", "tempauth",
     "copy", "container-quotas", "account-quotas", "slo", "dlo",
-    "versioned_writes", "symlink", "proxy-logging", "proxy-server",
+    "versioned_writes", "symlink", "iostack", "proxy-logging", "proxy-server",
 ]
+# Policy enforcement sits, like Swift's encryption, below copy/slo/dlo so that
+# their sub-requests (copies, large-object segments) are filtered too.
 
 
 def tenant_user(tenant: str) -> str:
@@ -54,10 +56,13 @@ def tenant_account(tenant: str) -> str:
 class SwiftLayout:
     """Paths and configs of the all-in-one's Swift."""
 
-    def __init__(self, config: AioConfig, secrets: dict[str, str], memcache_url: str) -> None:
+    def __init__(self, config: AioConfig, secrets: dict[str, str], memcache_url: str,
+                 redis_url: str) -> None:
         self.config = config
         self.secrets = secrets
         self.memcache_url = memcache_url
+        self.redis_url = redis_url
+        self.key_file = config.state_dir / "etc" / "iostack-root.key"
         self.swift_dir = config.state_dir / "etc" / "swift"
         self.devices_dir = config.state_dir / "srv" / "node"
         self.cache_dir = config.state_dir / "cache"
@@ -85,6 +90,8 @@ class SwiftLayout:
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         for name in self.device_names:
             (self.devices_dir / name).mkdir(parents=True, exist_ok=True)
+        if not self.key_file.exists():
+            create_key_file(self.key_file)
         self._write(self.swift_dir / "swift.conf", self._swift_conf())
         for server in SERVERS:
             self._write(self.conf_path(server), self._server_conf(server))
@@ -150,6 +157,12 @@ class SwiftLayout:
             tempauth[f"user_{tenant}_user"] = f"{self.secrets[tenant + '_key']} .admin"
         conf["filter:tempauth"] = tempauth
         conf["filter:s3api"] = {"use": "egg:swift#s3api", "location": "us-east-1"}
+        conf["filter:iostack"] = {
+            "use": "egg:iostack#iostack_proxy",
+            "redis_url": self.redis_url,
+            "key_prefix": "iostack:",
+            "key_file": str(self.key_file),
+        }
         conf["filter:cache"] = {
             "use": "egg:swift#memcache",
             "memcache_servers": self.memcache_url,

@@ -42,7 +42,8 @@ def test_secrets_are_generated_once_private_and_distinct(tmp_path):
 
 def test_swift_layout_writes_private_configs_and_rings(tmp_path):
     config = AioConfig.load(tmp_path, {"replicas": 3, "proxy_port": 18080})
-    layout = SwiftLayout(config, secrets.load_or_create(tmp_path), "127.0.0.1:11211")
+    layout = SwiftLayout(config, secrets.load_or_create(tmp_path), "127.0.0.1:11211",
+                         "redis://127.0.0.1:6379/0")
     layout.prepare()
     proxy = ConfigParser(interpolation=None)
     proxy.read(layout.conf_path("proxy"))

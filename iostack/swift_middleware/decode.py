@@ -1,0 +1,108 @@
+"""The GET/HEAD path: present a filtered object exactly as the tenant stored it.
+
+The backend response carries the stored bytes and the filter record. The
+record's filters are opened as views over the stored object, in reverse
+order, and the response is rebuilt with the tenant's length and ETag as a
+conditional swob response, so swob itself answers ``Range`` (single and
+multiple), ``If-Match``, ``If-None-Match`` and ``If-Modified-Since`` from
+the decoded view, reading only the stored bytes each range needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from swift.common.swob import HTTPInternalServerError, Request, Response, multi_range_iterator
+
+from iostack.filters.base import ByteSource, FilterContext
+from iostack.filters.errors import FilterError
+from iostack.filters.registry import get_filter
+from iostack.swift_middleware.record import (
+    ETAG_HEADER,
+    PIPELINE_HEADER,
+    load_pipeline,
+    original_size,
+)
+from iostack.swift_middleware.source import SwiftObjectSource
+
+# Headers of the stored representation that must not reach the client as they are.
+_STORED_ONLY = ("Content-Length", "Content-Range", "Etag", "Accept-Ranges")
+
+
+class ViewAppIter:
+    """A WSGI app_iter over a decoded view, with the range hooks swob looks for."""
+
+    def __init__(self, view: ByteSource, source: SwiftObjectSource, request: Request) -> None:
+        self.view = view
+        self.source = source
+        self.request = request
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self.app_iter_range(0, self.view.length)
+
+    def app_iter_range(self, start: int, end: int) -> Iterator[bytes]:
+        try:
+            yield from self.view.read(start, end)
+        except FilterError as exc:
+            # Headers are gone by now: all we can do is stop short, so the
+            # client sees a truncated body against its Content-Length.
+            raise _abort(self.request, exc) from exc
+        finally:
+            self.source.close()
+
+    def app_iter_ranges(self, ranges, content_type, boundary, size) -> Iterator[bytes]:
+        def one_range(start: int, end: int) -> Iterator[bytes]:
+            return self.view.read(start, end)
+
+        try:
+            yield from multi_range_iterator(ranges, content_type, boundary, size, one_range)
+        except FilterError as exc:
+            raise _abort(self.request, exc) from exc
+        finally:
+            self.source.close()
+
+    def close(self) -> None:
+        self.source.close()
+
+
+def _abort(request: Request, exc: FilterError) -> Exception:
+    path = request.path
+    return RuntimeError(f"IOStack: reading {path} failed after the headers were sent: {exc}")
+
+
+def is_filtered(resp: Response) -> bool:
+    return PIPELINE_HEADER in resp.headers
+
+
+def decoded_response(app, request: Request, resp: Response, context: FilterContext) -> Response:
+    """Rebuild a successful backend GET/HEAD response of a filtered object."""
+    try:
+        applied = load_pipeline(resp.headers[PIPELINE_HEADER])
+        size = original_size(resp.headers)
+        etag = resp.headers.get(ETAG_HEADER, "")
+        headers = {k: v for k, v in resp.headers.items() if k.title() not in _STORED_ONLY}
+        headers["Etag"] = f'"{etag}"' if etag else ""
+        headers["Accept-Ranges"] = "bytes"
+        if request.method == "HEAD" or resp.status_int not in (200, 206):
+            # HEAD, 304 and 412 carry no body: only the headers change.
+            out = Response(request=request, status=resp.status, headers=headers,
+                           app_iter=resp.app_iter)
+            out.content_length = size if resp.status_int == 200 else 0
+            return out
+        if resp.status_int == 206:
+            raise FilterError("object server honoured Range on a filtered object")
+        source = SwiftObjectSource(app, request, int(resp.headers["Content-Length"]),
+                                   resp.headers["Etag"].strip('"'), resp.app_iter)
+        view: ByteSource = source
+        for entry in reversed(applied):
+            view = get_filter(entry.name).open_view(view, entry.meta, context)
+        if view.length != size:
+            raise FilterError(f"decoded length {view.length} differs from the recorded {size}")
+    except FilterError as exc:
+        return HTTPInternalServerError(
+            request=request, body=f"IOStack: cannot decode {request.path}: {exc}",
+            content_type="text/plain")
+    out = Response(request=request, headers=headers, conditional_response=True,
+                   app_iter=ViewAppIter(view, source, request))
+    out.content_length = size
+    return out

@@ -1,0 +1,121 @@
+"""The PUT path: run the body through the filters' encoders on its way to the object servers.
+
+``EncodingInput`` replaces ``wsgi.input``: the proxy reads the stored bytes
+from it while it reads the tenant's bytes from the client, hashing and
+counting them. When the body is complete, the proxy asks for footers
+(``swift.callback.update_footers``) and ``install_footers`` adds the filter
+record, the tenant's ETag and size, and the container-update overrides. A
+client ETag that does not match, a body shorter than its Content-Length, or a
+filter that fails raise before the footers are sent, so the object servers
+never commit the object: nothing half-written becomes visible.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+
+from swift.common.request_helpers import get_container_update_override_key
+from swift.common.swob import (
+    HTTPClientDisconnect,
+    HTTPInternalServerError,
+    HTTPUnprocessableEntity,
+    Request,
+    normalize_etag,
+)
+
+from iostack.filters.base import Encoder
+from iostack.filters.errors import FilterError
+from iostack.swift_middleware.record import (
+    ETAG_HEADER,
+    PIPELINE_HEADER,
+    SIZE_HEADER,
+    AppliedFilter,
+    dump_pipeline,
+)
+
+READ_CHUNK = 65536
+
+
+class EncodingInput:
+    """File-like ``wsgi.input`` that yields the encoded body."""
+
+    def __init__(self, request: Request, encoders: list[tuple[AppliedFilter, Encoder]]) -> None:
+        self.request = request
+        self.client_input = request.environ["wsgi.input"]
+        self.expected_length = request.content_length  # None for chunked uploads
+        self.encoders = encoders
+        self.md5 = hashlib.md5(usedforsecurity=False)
+        self.stored_md5 = hashlib.md5(usedforsecurity=False)
+        self.received = 0
+        stream: Iterator[bytes] = self._client_chunks()
+        for _applied, encoder in encoders:
+            stream = encoder.encode(stream)
+        self._stream = stream
+        self._pending = b""
+        self.done = False
+
+    def _client_chunks(self) -> Iterator[bytes]:
+        while True:
+            chunk = self.client_input.read(READ_CHUNK)
+            if not chunk:
+                break
+            self.received += len(chunk)
+            self.md5.update(chunk)
+            yield chunk
+        if self.expected_length is not None and self.received != self.expected_length:
+            raise HTTPClientDisconnect(
+                request=self.request,
+                body=f"body ended after {self.received} of {self.expected_length} bytes")
+
+    def _next(self) -> bytes:
+        try:
+            return next(self._stream, b"")
+        except FilterError as exc:
+            raise HTTPInternalServerError(
+                request=self.request, body=f"IOStack filter failed: {exc}",
+                content_type="text/plain") from exc
+
+    def read(self, size: int = -1) -> bytes:
+        while not self.done and (size < 0 or len(self._pending) < size):
+            chunk = self._next()
+            if not chunk:
+                self.done = True
+                break
+            self._pending += chunk
+        if size < 0 or size >= len(self._pending):
+            data, self._pending = self._pending, b""
+        else:
+            data, self._pending = self._pending[:size], self._pending[size:]
+        self.stored_md5.update(data)
+        return data
+
+    def record(self) -> list[AppliedFilter]:
+        return [AppliedFilter(applied.name, applied.params, encoder.sysmeta())
+                for applied, encoder in self.encoders]
+
+
+def install_footers(request: Request, body: EncodingInput, client_etag: str | None) -> None:
+    """Register the footers callback that records what the encoders did."""
+    inner = request.environ.get("swift.callback.update_footers")
+
+    def footers_callback(footers: dict) -> None:
+        if inner:
+            inner(footers)
+        if not body.done:
+            # The proxy reads until EOF; anything else would record incomplete sysmeta.
+            raise HTTPInternalServerError(request=request, body="IOStack: body not consumed")
+        etag = body.md5.hexdigest()
+        if client_etag is not None and normalize_etag(client_etag) != etag:
+            raise HTTPUnprocessableEntity(
+                request=request, body="Etag does not match the MD5 of the body sent",
+                content_type="text/plain")
+        footers[PIPELINE_HEADER] = dump_pipeline(body.record())
+        footers[ETAG_HEADER] = etag
+        footers[SIZE_HEADER] = str(body.received)
+        footers[get_container_update_override_key("etag")] = etag
+        footers[get_container_update_override_key("size")] = str(body.received)
+        # The object servers check what they received against this.
+        footers["Etag"] = body.stored_md5.hexdigest()
+
+    request.environ["swift.callback.update_footers"] = footers_callback

@@ -1,0 +1,83 @@
+"""What an object's sysmeta says about how IOStack stored it.
+
+On PUT the proxy middleware records, as object sysmeta sent in the PUT's
+footers (so it is committed atomically with the body):
+
+``X-Object-Sysmeta-Iostack-Pipeline``
+    JSON list, in write order, of ``{"name", "params", "meta"}``: each filter
+    that transformed the body, its non-secret parameters, and the small
+    ``str -> str`` dict its encoder asked to keep (frame size, salt, ...).
+``X-Object-Sysmeta-Iostack-Etag`` / ``X-Object-Sysmeta-Iostack-Size``
+    MD5 and length of the body the tenant sent.
+
+plus Swift's container-update overrides, so listings show the tenant's size
+and ETag. GET and HEAD undo exactly what the record says, whatever the
+policies say today. The record is parsed as JSON and checked field by field:
+object metadata is never evaluated or unpickled.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from iostack.filters.errors import IntegrityError
+
+PIPELINE_HEADER = "X-Object-Sysmeta-Iostack-Pipeline"
+ETAG_HEADER = "X-Object-Sysmeta-Iostack-Etag"
+SIZE_HEADER = "X-Object-Sysmeta-Iostack-Size"
+# Swift's header values are limited (8 KiB per line in the servers); keep well below.
+MAX_RECORD_BYTES = 4096
+
+
+@dataclass(frozen=True)
+class AppliedFilter:
+    name: str
+    params: dict[str, Any]
+    meta: dict[str, str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "params": self.params, "meta": self.meta}
+
+
+def dump_pipeline(applied: list[AppliedFilter]) -> str:
+    text = json.dumps([a.to_json() for a in applied], separators=(",", ":"), sort_keys=True)
+    if len(text) > MAX_RECORD_BYTES:
+        raise ValueError(f"filter record of {len(text)} bytes exceeds {MAX_RECORD_BYTES}")
+    return text
+
+
+def load_pipeline(text: str) -> list[AppliedFilter]:
+    """Parse a stored record; a malformed one means the object's metadata is damaged."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise IntegrityError("object sysmeta: filter record is not JSON") from None
+    if not isinstance(data, list):
+        raise IntegrityError("object sysmeta: filter record is not a list")
+    applied = []
+    for item in data:
+        if not (isinstance(item, dict) and isinstance(item.get("name"), str)
+                and isinstance(item.get("params", {}), dict)
+                and _str_map(item.get("meta", {}))):
+            raise IntegrityError(f"object sysmeta: bad filter record entry {item!r:.100}")
+        applied.append(AppliedFilter(item["name"], item.get("params", {}), item.get("meta", {})))
+    return applied
+
+
+def _str_map(value: Any) -> bool:
+    return isinstance(value, dict) and all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    )
+
+
+def original_size(headers: Mapping[str, str]) -> int:
+    try:
+        size = int(headers[SIZE_HEADER])
+    except (KeyError, ValueError):
+        raise IntegrityError(f"object sysmeta: {SIZE_HEADER} missing or bad") from None
+    if size < 0:
+        raise IntegrityError(f"object sysmeta: {SIZE_HEADER} is negative")
+    return size
