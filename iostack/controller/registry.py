@@ -26,6 +26,7 @@ from iostack.dsl.checker import check_text
 from iostack.dsl.errors import DSLError
 from iostack.dsl.vocabulary import Metric, QosClass, Vocabulary
 from iostack.filters.metadata import FilterMetadata
+from iostack.filters.registry import filter_names, get_filter
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,63}$")
 
@@ -74,6 +75,7 @@ class Registries:
             groups={n: json.loads(v) for n, v in groups.items()},
             object_types={n: json.loads(v) for n, v in object_types.items()},
             tenants=set(tenants), reseller_prefix=self.reseller_prefix,
+            validators=_library_validators(filters),
         )
 
     def list(self, kind: str) -> dict[str, Any]:
@@ -272,3 +274,10 @@ def _metrics_of(condition: dict[str, Any] | None) -> set[str]:
     if "metric" in condition:
         return {condition["metric"]}
     return _metrics_of(condition["left"]) | _metrics_of(condition["right"])
+
+
+def _library_validators(filters: dict[str, str]):
+    """The library's own parameter checks, for library filters the admin has not replaced."""
+    library = set(filter_names())
+    return {name: get_filter(name).validate for name, raw in filters.items()
+            if name in library and json.loads(raw).get("extra", {}).get("origin") == "builtin"}

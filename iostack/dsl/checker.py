@@ -249,6 +249,12 @@ class _Checker:
             if param.name in params:
                 raise _at(param, f"parameter {param.name!r} given twice")
             params[param.name] = self.param(meta, param)
+        validator = self.vocab.validators.get(name)
+        if validator is not None:
+            try:
+                validator(params)
+            except ValueError as exc:
+                raise _at(action, str(exc)) from None
         return CheckedAction("set", name, params, action.stage, action.methods, action.order,
                              action.transient, **where)
 

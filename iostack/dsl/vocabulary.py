@@ -8,6 +8,7 @@ object types by upper-case name; groups keep their case like tenants do.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,6 +67,9 @@ class Vocabulary:
     object_types: dict[str, list[str]] = field(default_factory=dict)
     tenants: set[str] = field(default_factory=set)
     reseller_prefix: str = "AUTH_"
+    # Per filter, the data path's own parameter check (rules across parameters that
+    # metadata cannot express); it raises ValueError with the reason.
+    validators: dict[str, Callable[[dict[str, Any]], Any]] = field(default_factory=dict)
 
     def account(self, tenant: str) -> str:
         """The Swift account of a tenant name as written (``t1`` -> ``AUTH_t1``)."""

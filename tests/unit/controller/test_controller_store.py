@@ -155,3 +155,11 @@ def test_concurrent_submissions_all_land_with_distinct_ids(store):
     assert len({p["id"] for p in records}) == 8
     assert sorted(p["targets"][0]["name"] for p in records) == \
         sorted(f"AUTH_t1/c{i}" for i in range(8))
+
+
+def test_the_library_cross_parameter_checks_run_at_compile_time(store):
+    with pytest.raises(DSLError) as info:
+        store.submit("FOR TENANT t1 DO SET compression WITH algorithm=gzip, level=12")
+    assert "line 1, column 22:" in str(info.value) and "gzip accepts 1-9, got 12" in \
+        str(info.value)
+    store.submit("FOR TENANT t1 DO SET compression WITH algorithm=zstd, level=12")
