@@ -19,7 +19,9 @@ from iostack.filters.errors import FilterError
 from iostack.filters.registry import get_filter
 from iostack.swift_middleware.record import (
     ETAG_HEADER,
+    OVERRIDE_PREFIX,
     PIPELINE_HEADER,
+    SYSMETA_PREFIX,
     load_pipeline,
     original_size,
 )
@@ -27,6 +29,17 @@ from iostack.swift_middleware.source import SwiftObjectSource
 
 # Headers of the stored representation that must not reach the client as they are.
 _STORED_ONLY = ("Content-Length", "Content-Range", "Etag", "Accept-Ranges")
+
+
+def describes_stored_form(header: str) -> bool:
+    """Our record and the listing overrides describe the stored bytes, not the tenant's.
+
+    They never travel with the decoded body: a server-side copy would otherwise
+    attach them to a destination stored in another form.
+    """
+    name = header.title()
+    return (name in _STORED_ONLY or name.startswith(SYSMETA_PREFIX)
+            or name.startswith(OVERRIDE_PREFIX))
 
 
 class ViewAppIter:
@@ -80,8 +93,8 @@ def decoded_response(app, request: Request, resp: Response, context: FilterConte
         applied = load_pipeline(resp.headers[PIPELINE_HEADER])
         size = original_size(resp.headers)
         etag = resp.headers.get(ETAG_HEADER, "")
-        headers = {k: v for k, v in resp.headers.items() if k.title() not in _STORED_ONLY}
-        headers["Etag"] = f'"{etag}"' if etag else ""
+        headers = {k: v for k, v in resp.headers.items() if not describes_stored_form(k)}
+        headers["Etag"] = etag  # unquoted, as Swift's proxy sends it
         headers["Accept-Ranges"] = "bytes"
         if request.method == "HEAD" or resp.status_int not in (200, 206):
             # HEAD, 304 and 412 carry no body: only the headers change.

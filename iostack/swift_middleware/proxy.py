@@ -52,7 +52,12 @@ from iostack.filters.keys import KeyFileProvider
 from iostack.filters.registry import get_filter
 from iostack.swift_middleware.decode import decoded_response, is_filtered
 from iostack.swift_middleware.encode import EncodingInput, install_footers
-from iostack.swift_middleware.record import ETAG_HEADER, PIPELINE_HEADER, AppliedFilter
+from iostack.swift_middleware.record import (
+    ETAG_HEADER,
+    PIPELINE_HEADER,
+    SYSMETA_PREFIX,
+    AppliedFilter,
+)
 
 LOG = logging.getLogger(__name__)
 
@@ -110,6 +115,10 @@ class IOStackProxyMiddleware:
 
     # -- PUT -------------------------------------------------------------------
     def handle_put(self, req: Request, context: FilterContext):
+        # Only middleware below the gatekeeper (copy) can send these: they describe
+        # another object's stored form, never this body.
+        for name in [h for h in req.headers if h.title().startswith(SYSMETA_PREFIX)]:
+            del req.headers[name]
         try:
             encoders = self._encoders(req, context)
         except HTTPException as error:
@@ -125,7 +134,7 @@ class IOStackProxyMiddleware:
         install_footers(req, body, client_etag)
         resp = req.get_response(self.app)
         if resp.is_success and body.done:
-            resp.etag = body.md5.hexdigest()
+            resp.headers["Etag"] = body.md5.hexdigest()  # unquoted, as Swift sends it
         return resp
 
     def _encoders(self, req: Request, context: FilterContext):

@@ -25,9 +25,11 @@ from typing import Any
 
 from iostack.filters.errors import IntegrityError
 
-PIPELINE_HEADER = "X-Object-Sysmeta-Iostack-Pipeline"
-ETAG_HEADER = "X-Object-Sysmeta-Iostack-Etag"
-SIZE_HEADER = "X-Object-Sysmeta-Iostack-Size"
+SYSMETA_PREFIX = "X-Object-Sysmeta-Iostack-"
+PIPELINE_HEADER = SYSMETA_PREFIX + "Pipeline"
+ETAG_HEADER = SYSMETA_PREFIX + "Etag"
+SIZE_HEADER = SYSMETA_PREFIX + "Size"
+OVERRIDE_PREFIX = "X-Object-Sysmeta-Container-Update-Override-"
 # Swift's header values are limited (8 KiB per line in the servers); keep well below.
 MAX_RECORD_BYTES = 4096
 

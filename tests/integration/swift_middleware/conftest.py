@@ -1,0 +1,82 @@
+"""Data-path test fixtures: policies through the controller API, bytes as stored on disk."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import requests
+import swiftclient
+from swift.common import direct_client, utils
+from swift.common.ring import Ring
+
+
+class Policies:
+    """Adds policies through the controller's REST API; removes them at the end of the test."""
+
+    def __init__(self, aio: dict[str, Any]) -> None:
+        self.url = aio["controller_url"] + "/v1/policies"
+        self.headers = {"X-Auth-Token": aio["admin_token"], "Content-Type": "text/plain"}
+        self.ids: list[str] = []
+
+    def add(self, text: str) -> list[str]:
+        response = requests.post(self.url, data=text, headers=self.headers, timeout=30)
+        assert response.status_code == 201, response.text
+        ids = [p["id"] for p in response.json()["policies"]]
+        self.ids += ids
+        return ids
+
+    def remove(self, pid: str) -> None:
+        response = requests.delete(f"{self.url}/{pid}", headers=self.headers, timeout=30)
+        assert response.status_code in (200, 204), response.text
+        self.ids.remove(pid)
+
+    def cleanup(self) -> None:
+        for pid in list(self.ids):
+            self.remove(pid)
+
+
+@pytest.fixture
+def policies(aio) -> Iterator[Policies]:
+    added = Policies(aio)
+    yield added
+    added.cleanup()
+
+
+@pytest.fixture(scope="session")
+def swift_for(aio: dict[str, Any]) -> Callable[[str], swiftclient.Connection]:
+    def connect(tenant: str) -> swiftclient.Connection:
+        creds = aio["tenants"][tenant]
+        return swiftclient.Connection(
+            authurl=aio["auth_url"], user=creds["user"], key=creds["key"], retries=0
+        )
+
+    return connect
+
+
+@pytest.fixture
+def t1(swift_for) -> swiftclient.Connection:
+    return swift_for("t1")
+
+
+@pytest.fixture
+def container(t1) -> str:
+    name = f"dp-{uuid.uuid4().hex[:10]}"
+    t1.put_container(name)
+    return name
+
+
+@pytest.fixture(scope="session")
+def stored(aio) -> Callable[[str, str, str], tuple[dict[str, str], bytes]]:
+    """``stored(account, container, obj)``: headers and bytes as an object server holds them."""
+    utils.set_swift_dir(aio["swift_dir"])
+    ring = Ring(aio["swift_dir"], ring_name="object")
+
+    def read(account: str, container: str, obj: str) -> tuple[dict[str, str], bytes]:
+        part, nodes = ring.get_nodes(account, container, obj)
+        headers, body = direct_client.direct_get_object(nodes[0], part, account, container, obj)
+        return {k.lower(): v for k, v in headers.items()}, body
+
+    return read
