@@ -8,7 +8,8 @@ all-in-one does this). FILE is JSON:
   ``state_dir`` (uploaded filter code goes under ``filter-code/``);
 - optional: ``key_prefix`` (``iostack:``), ``reseller_prefix`` (``AUTH_``),
   ``max_body_bytes`` (1 MiB), ``keystone`` and ``swift_url`` (see
-  ``auth``), ``auth_cache_seconds`` (60).
+  ``auth``), ``auth_cache_seconds`` (60), ``tenants`` (names or accounts
+  recorded as known at start, so policies on them raise no warning).
 
 On start it seeds the built-in vocabulary into Redis (idempotent, keeps
 administrator changes), then serves the API with werkzeug's threaded WSGI
@@ -50,7 +51,10 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     config = load_config(args.config)
     app = create_app(config)
-    added = app.extensions["iostack"].registries.seed()
+    registries = app.extensions["iostack"].registries
+    added = registries.seed()
+    for tenant in config.get("tenants", ()):
+        registries.add_tenant(tenant)
     LOG.info("vocabulary seeded (%d new entries)", len(added))
     server = make_server(config["host"], int(config["port"]), app, threaded=True)
 

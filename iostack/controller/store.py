@@ -78,12 +78,12 @@ class PolicyStore:
         targets = {t for p in policies for t in p.targets}
         existing = {t: self._rules_at(pipe, *t) for t in targets}
         compiled = compile_policies(numbered, existing, vocab.filters)
-        warnings = [d.to_json() for d in checked.warnings + compiled.warnings]
+        diagnostics = checked.warnings + compiled.warnings
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         records, writes = [], []
         for pid, seq, policy in numbered:
             rules = compiled.rules[pid]
-            mine = [w for w in warnings if w["line"] == policy.line]
+            mine = [d.to_json() for d in diagnostics if policy.covers(d)]
             record = policy.to_json() | {
                 "id": pid, "seq": seq, "created": now, "warnings": mine, "rules": rules,
                 "status": "stored" if policy.dynamic else "active",
@@ -95,7 +95,8 @@ class PolicyStore:
         for qos in checked.classes:
             writes.append(("hset", (self.keys.classes, qos.name,
                                     json.dumps(qos.qos_class.to_json()))))
-        result = {"policies": records, "warnings": warnings, "dry_run": dry_run,
+        result = {"policies": records, "warnings": [d.to_json() for d in diagnostics],
+                  "dry_run": dry_run,
                   "classes": [c.qos_class.to_json() for c in checked.classes]}
         return result, writes
 

@@ -109,6 +109,7 @@ class Policy:
     object_conds: tuple[ObjectCond, ...]
     line: int
     text: str
+    column: int = 1
 
 
 @dataclass(frozen=True)

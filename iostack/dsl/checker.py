@@ -66,10 +66,16 @@ class CheckedPolicy:
     actions: tuple[CheckedAction, ...]
     object_conds: tuple[dict[str, Any], ...] = ()
     condition: dict[str, Any] | None = None
+    column: int = 1
 
     @property
     def dynamic(self) -> bool:
         return self.condition is not None
+
+    def covers(self, diagnostic: Diagnostic) -> bool:
+        """Whether ``diagnostic`` points into this policy's text."""
+        return diagnostic.line == self.line and \
+            self.column <= diagnostic.column < self.column + len(self.text)
 
     def to_json(self) -> dict[str, Any]:
         return {"text": self.text, "line": self.line, "dynamic": self.dynamic,
@@ -183,6 +189,7 @@ class _Checker:
             text=node.text, line=node.line, targets=tuple(targets), actions=tuple(actions),
             object_conds=tuple(self.object_cond(c) for c in node.object_conds),
             condition=self.condition(node.condition) if node.condition else None,
+            column=node.column,
         )
 
     def target(self, node: ast.Target) -> tuple[str, str]:

@@ -88,7 +88,7 @@ def p_policy(p):
     """policy : FOR targets when DO actions to"""
     p[0] = Policy(
         targets=tuple(p[2]), condition=p[3], actions=_fold_actions(p[5]),
-        object_conds=tuple(p[6]), line=_tok(p, 1).line, text="",
+        object_conds=tuple(p[6]), line=_tok(p, 1).line, text="", column=_tok(p, 1).column,
     )
 
 

@@ -34,8 +34,8 @@ def wait_until(predicate, timeout=1.0):
 
 
 def test_one_round_trip_on_a_miss_none_on_a_hit(store, reader, registries):
-    registries.put_group("gold", ["t1"])
     before = reader.stats()["generation"]
+    registries.put_group("gold", ["t1"])
     store.submit("FOR ALL DO SET noop\nFOR G:gold DO SET compression WITH level=3\n"
                  "FOR CONTAINER t1/logs DO SET compression WITH algorithm=gzip")
     # Let the invalidation messages of these changes arrive before counting.

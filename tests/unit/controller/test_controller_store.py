@@ -163,3 +163,11 @@ def test_the_library_cross_parameter_checks_run_at_compile_time(store):
     assert "line 1, column 22:" in str(info.value) and "gzip accepts 1-9, got 12" in \
         str(info.value)
     store.submit("FOR TENANT t1 DO SET compression WITH algorithm=zstd, level=12")
+
+
+def test_warnings_go_to_the_policy_they_concern(store):
+    result = store.submit("FOR TENANT t1 DO SET noop; FOR TENANT t7 DO SET noop")
+    first, second = result["policies"]
+    assert first["warnings"] == []
+    assert [w["message"] for w in second["warnings"]] == [
+        "tenant 'AUTH_t7' is not known yet (the policy applies once it exists)"]
