@@ -92,7 +92,7 @@ t_RPAREN = r"\)"
 
 def t_error(t):
     # Record and go on, so one submission reports every bad character at once.
-    line, column = position(t.lexer.lexdata, t.lexpos)
+    line, column = t.lexer.lineno, column_of(t.lexer.lexdata, t.lexpos)
     t.lexer.diagnostics.append(Diagnostic(line, column, f"unexpected character {t.value[0]!r}"))
     t.lexer.skip(1)
 
@@ -105,10 +105,9 @@ def _unquote(text: str) -> str:
     return "".join(out)
 
 
-def position(data: str, lexpos: int) -> tuple[int, int]:
-    """Line and column (from 1) of offset ``lexpos`` in ``data``."""
-    line = data.count("\n", 0, lexpos) + 1
-    return line, lexpos - (data.rfind("\n", 0, lexpos) + 1) + 1
+def column_of(data: str, lexpos: int) -> int:
+    """Column (from 1) of offset ``lexpos`` in ``data``; lines are short, so this is cheap."""
+    return lexpos - (data.rfind("\n", 0, lexpos) + 1) + 1
 
 
 _LEXER = lex.lex(debug=False, optimize=False, errorlog=lex.NullLogger())
@@ -125,7 +124,7 @@ def tokenize(text: str) -> list[lex.LexToken]:
     lexer.input(text)
     result = []
     for tok in iter(lexer.token, None):
-        tok.line, tok.column = position(text, tok.lexpos)
+        tok.line, tok.column = tok.lineno, column_of(text, tok.lexpos)
         tok.end = lexer.lexpos
         result.append(tok)
     if lexer.diagnostics:
