@@ -9,7 +9,9 @@ are repeated and reported as medians, because the machine is shared and noisy.
 from __future__ import annotations
 
 import http.client
+import json
 import os
+import random
 import statistics
 import threading
 import time
@@ -155,11 +157,34 @@ def median_result(results: Sequence[Result]) -> dict[str, float]:
     }
 
 
+def log_corpus(size: int) -> bytes:
+    """Access-log lines with the repetition real proxy logs have."""
+    rng = random.Random(42)
+    clients = [f"192.168.{i}.{i * 7 % 250}" for i in range(4)]
+    objects = [f"/v1/AUTH_t1/logs/app-{i}.log" for i in range(8)]
+    lines, total, second = [], 0, 0
+    while total < size:
+        second += rng.random() < 0.2
+        line = (
+            f"Nov 21 {second // 3600 % 24:02d}:{second // 60 % 60:02d}:{second % 60:02d} proxy "
+            f"proxy-server: {rng.choice(clients)} {rng.choice(clients)} 21/Nov/2026/"
+            f"{second // 3600 % 24:02d}/{second // 60 % 60:02d}/{second % 60:02d} GET "
+            f"{rng.choice(objects)} HTTP/1.0 200 - python-swiftclient-4.4.0 AUTH_tk - 65536 - "
+            f"tx{len(lines):016x} - 0.0{rng.randrange(10)} - - 1763700000.{len(lines) % 1000:03d}"
+            f" 0.000\n"
+        ).encode()
+        lines.append(line)
+        total += len(line)
+    return b"".join(lines)[:size]
+
+
+def random_corpus(size: int) -> bytes:
+    return random.Random(7).randbytes(size)
+
+
 def body_of(size: int, kind: str = "random") -> bytes:
-    if kind == "random":
-        return os.urandom(size)
-    line = b"2026-11-21T05:43:51Z host=proxy-3 tenant=t1 GET /v1/AUTH_t1/logs/a.csv 200 1234\n"
-    return (line * (size // len(line) + 1))[:size]
+    """A test body: ``random`` bytes or realistic access ``logs``."""
+    return log_corpus(size) if kind == "logs" else random_corpus(size)
 
 
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
@@ -182,3 +207,43 @@ def human_size(size: int) -> str:
         if size >= factor and size % factor == 0:
             return f"{size // factor} {unit}"
     return f"{size} B"
+
+
+def group_cpu_seconds(pgids: set[int]) -> float:
+    """User+system CPU seconds of the live processes in the given process groups."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", encoding="ascii", errors="replace") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) in pgids:
+            total += int(fields[11]) + int(fields[12])
+    return total / ticks
+
+
+class Policies:
+    """Policies added through the controller API for one benchmark run, removed at the end."""
+
+    def __init__(self, info: dict[str, Any]) -> None:
+        self.url = info["controller_url"] + "/v1/policies"
+        self.token = info["admin_token"]
+        self.ids: list[str] = []
+
+    def add(self, text: str) -> None:
+        request = urllib.request.Request(  # noqa: S310 - loopback URL from aio.json
+            self.url, data=text.encode(), method="POST",
+            headers={"X-Auth-Token": self.token, "Content-Type": "text/plain"})
+        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
+            self.ids += [p["id"] for p in json.load(response)["policies"]]
+
+    def remove_all(self) -> None:
+        for pid in self.ids:
+            request = urllib.request.Request(  # noqa: S310
+                f"{self.url}/{pid}", method="DELETE", headers={"X-Auth-Token": self.token})
+            urllib.request.urlopen(request, timeout=30).close()  # noqa: S310
+        self.ids.clear()

@@ -33,7 +33,7 @@ from iostack.filters.keys import KeyFileProvider, create_key_file  # noqa: E402
 from iostack.filters.registry import get_filter  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import print_table  # noqa: E402
+from common import log_corpus, print_table, random_corpus  # noqa: E402
 
 MIB = 1024 * 1024
 RANGE_BYTES = 4096
@@ -46,31 +46,6 @@ CONFIGS: dict[str, list[tuple[str, dict]]] = {
     "encryption": [("encryption", {})],
     "zstd+encryption": [("compression", {"algorithm": "zstd"}), ("encryption", {})],
 }
-
-
-def log_corpus(size: int) -> bytes:
-    """Access-log lines with the repetition real proxy logs have."""
-    rng = random.Random(42)
-    clients = [f"192.168.{i}.{i * 7 % 250}" for i in range(4)]
-    objects = [f"/v1/AUTH_t1/logs/app-{i}.log" for i in range(8)]
-    lines, total, second = [], 0, 0
-    while total < size:
-        second += rng.random() < 0.2
-        line = (
-            f"Nov 21 {second // 3600 % 24:02d}:{second // 60 % 60:02d}:{second % 60:02d} proxy "
-            f"proxy-server: {rng.choice(clients)} {rng.choice(clients)} 21/Nov/2026/"
-            f"{second // 3600 % 24:02d}/{second // 60 % 60:02d}/{second % 60:02d} GET "
-            f"{rng.choice(objects)} HTTP/1.0 200 - python-swiftclient-4.4.0 AUTH_tk - 65536 - "
-            f"tx{len(lines):016x} - 0.0{rng.randrange(10)} - - 1763700000.{len(lines) % 1000:03d}"
-            f" 0.000\n"
-        ).encode()
-        lines.append(line)
-        total += len(line)
-    return b"".join(lines)[:size]
-
-
-def random_corpus(size: int) -> bytes:
-    return random.Random(7).randbytes(size)
 
 
 class CopyEncoder:

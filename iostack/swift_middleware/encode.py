@@ -46,7 +46,6 @@ class EncodingInput:
         self.expected_length = request.content_length  # None for chunked uploads
         self.encoders = encoders
         self.md5 = hashlib.md5(usedforsecurity=False)
-        self.stored_md5 = hashlib.md5(usedforsecurity=False)
         self.received = 0
         stream: Iterator[bytes] = self._client_chunks()
         for _applied, encoder in encoders:
@@ -69,14 +68,27 @@ class EncodingInput:
                 body=f"body ended after {self.received} of {self.expected_length} bytes")
 
     def _next(self) -> bytes:
+        """The next non-empty encoded chunk, or b"" at the end of the body."""
         try:
-            return next(self._stream, b"")
+            for chunk in self._stream:
+                if chunk:
+                    return chunk
+            return b""
         except FilterError as exc:
             raise HTTPInternalServerError(
                 request=self.request, body=f"IOStack filter failed: {exc}",
                 content_type="text/plain") from exc
 
     def read(self, size: int = -1) -> bytes:
+        if size >= 0 and not self._pending and not self.done:
+            # The common case: hand over the encoder's chunk without copying it.
+            chunk = self._next()
+            if size < len(chunk):
+                self._pending = chunk[size:]
+                return chunk[:size]
+            if not chunk:
+                self.done = True
+            return chunk
         while not self.done and (size < 0 or len(self._pending) < size):
             chunk = self._next()
             if not chunk:
@@ -87,7 +99,6 @@ class EncodingInput:
             data, self._pending = self._pending, b""
         else:
             data, self._pending = self._pending[:size], self._pending[size:]
-        self.stored_md5.update(data)
         return data
 
     def record(self) -> list[AppliedFilter]:
@@ -115,7 +126,8 @@ def install_footers(request: Request, body: EncodingInput, client_etag: str | No
         footers[SIZE_HEADER] = str(body.received)
         footers[get_container_update_override_key("etag")] = etag
         footers[get_container_update_override_key("size")] = str(body.received)
-        # The object servers check what they received against this.
-        footers["Etag"] = body.stored_md5.hexdigest()
+        # The object servers hash what they receive themselves; the client's ETag
+        # (already checked above) is not the stored bytes' one.
+        footers.pop("Etag", None)
 
     request.environ["swift.callback.update_footers"] = footers_callback

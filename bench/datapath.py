@@ -1,0 +1,189 @@
+"""IOStack's data path against plain Swift, measured side by side in one run.
+
+    .venv/bin/python bench/datapath.py [--repeat 3] [--seconds 1] [--quick]
+
+Configurations, each on its own container, run in alternation within every
+repetition so that noise hits them alike:
+
+- ``plain``      a second proxy on the same servers without the IOStack middleware
+- ``no-policy``  the IOStack proxy, no policy matches
+- ``noop``, ``gzip``, ``zstd``, ``encryption``   policies on the container
+
+on realistic access logs and on random bytes, 1 MiB and 10 MiB objects, PUT
+and GET, 1 and 4 clients. Prints, as medians over repetitions, the ratio of
+each configuration's throughput to ``plain`` measured in the same repetition,
+server CPU seconds per GB moved (proxy + storage servers), and stored bytes
+per byte written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import uuid
+from configparser import ConfigParser
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from common import (
+    Client,
+    Policies,
+    auth,
+    body_of,
+    group_cpu_seconds,
+    human_size,
+    print_table,
+    put_get_ops,
+    run_clients,
+    stack,
+)
+from swift.common import direct_client, utils
+from swift.common.ring import Ring
+
+from iostack.aio.processes import ProcessManager
+from iostack.aio.services import free_port, port_open, wait_until
+
+CONFIGS = {
+    "plain": None,
+    "no-policy": None,
+    "noop": "SET NOOP",
+    "gzip": "SET COMPRESSION WITH algorithm=gzip",
+    "zstd": "SET COMPRESSION WITH algorithm=zstd",
+    "encryption": "SET ENCRYPTION",
+}
+PLAIN_PROXY = "bench-plain-proxy"
+
+
+def start_plain_proxy(info: dict) -> tuple[int, ProcessManager]:
+    """Start a proxy like the all-in-one's but without the IOStack middleware."""
+    swift_dir = Path(info["swift_dir"])
+    conf = ConfigParser(interpolation=None)
+    conf.read(swift_dir / "proxy-server.conf")
+    pipeline = [f for f in conf["pipeline:main"]["pipeline"].split() if f != "iostack"]
+    conf["pipeline:main"]["pipeline"] = " ".join(pipeline)
+    port = free_port()
+    conf["DEFAULT"]["bind_port"] = str(port)
+    path = swift_dir / "proxy-plain-bench.conf"
+    with open(path, "w", encoding="utf-8") as f:
+        conf.write(f)
+    path.chmod(0o600)
+    manager = ProcessManager(Path(info["state_dir"]))
+    manager.start(PLAIN_PROXY, [sys.executable, "-m", "iostack.aio.swift_launcher",
+                                str(swift_dir), str(path), "proxy-server"])
+    if not wait_until(lambda: port_open("127.0.0.1", port), 30):
+        raise RuntimeError(f"plain proxy did not start; see {manager.log_file(PLAIN_PROXY)}")
+    return port, manager
+
+
+def server_pgids(info: dict) -> dict[str, int]:
+    manager = ProcessManager(Path(info["state_dir"]))
+    pgids = {}
+    for name in ("proxy", PLAIN_PROXY, "object", "container", "account"):
+        proc = manager.find(name)
+        if proc:
+            pgids[name] = proc.pid
+    return pgids
+
+
+def stored_bytes(info: dict, account: str, container: str, names: list[str]) -> int:
+    utils.set_swift_dir(info["swift_dir"])
+    ring = Ring(info["swift_dir"], ring_name="object")
+    total = 0
+    for name in names:
+        part, nodes = ring.get_nodes(account, container, name)
+        headers = direct_client.direct_head_object(nodes[0], part, account, container, name)
+        total += int(headers["Content-Length"])
+    return total
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=1.0)
+    parser.add_argument("--quick", action="store_true", help="10 MiB only, 1 client")
+    args = parser.parse_args()
+    sizes = [10 << 20] if args.quick else [1 << 20, 10 << 20]
+    client_counts = [1] if args.quick else [1, 4]
+
+    with stack() as info:
+        storage_url, token = auth(info, "t1")
+        account = storage_url.rsplit("/", 1)[1]
+        plain_port, manager = start_plain_proxy(info)
+        parts = urlsplit(storage_url)
+        plain_url = parts._replace(netloc=f"{parts.hostname}:{plain_port}").geturl()
+        policies = Policies(info)
+        run_id = uuid.uuid4().hex[:6]
+        containers = {name: f"bench-dp-{run_id}-{name}" for name in CONFIGS}
+        try:
+            setup = Client(storage_url, token)
+            for name, container in containers.items():
+                setup.request("PUT", container)
+                if CONFIGS[name]:
+                    policies.add(f"FOR CONTAINER {account}/{container} DO {CONFIGS[name]}")
+            setup.close()
+            pgids = server_pgids(info)
+            rows = []
+            for kind in ("logs", "random"):
+                for size in sizes:
+                    body = body_of(size, kind)
+                    prefix = f"{kind}-{size}"
+                    for op in ("PUT", "GET"):
+                        for clients in client_counts:
+                            rows.append(measure(args, info, storage_url, plain_url, token,
+                                                containers, pgids, kind, size, op, clients,
+                                                body, prefix, account))
+            print()
+            print(f"IOStack data path vs plain Swift (median of {args.repeat} alternating runs "
+                  f"of {args.seconds:g}s; ratio = throughput / plain in the same run)")
+            measured = [c for c in CONFIGS if c != "plain"]
+            print_table(("data", "size", "op", "clients", *measured, "plain MB/s"),
+                        [r[0] for r in rows])
+            print()
+            print("Server CPU seconds per GB moved (proxy + storage servers)")
+            print_table(("data", "size", "op", "clients", *CONFIGS), [r[1] for r in rows])
+            print()
+            print("Stored bytes per byte written")
+            stored_rows = []
+            for kind in ("logs", "random"):
+                for size in sizes:
+                    names = [f"{kind}-{size}-0-{n}" for n in range(3)]
+                    stored_rows.append((kind, human_size(size), *[
+                        stored_bytes(info, account, containers[c], names) / (3 * size)
+                        for c in CONFIGS]))
+            print_table(("data", "size", *CONFIGS), stored_rows)
+        finally:
+            policies.remove_all()
+            manager.stop(PLAIN_PROXY)
+
+
+def measure(args, info, storage_url, plain_url, token, containers, pgids, kind, size, op,
+            clients, body, prefix, account):
+    ratios: dict[str, list[float]] = {c: [] for c in CONFIGS}
+    cpu: dict[str, list[float]] = {c: [] for c in CONFIGS}
+    plain_mb: list[float] = []
+    for _ in range(args.repeat):
+        results = {}
+        for name, container in containers.items():
+            url = plain_url if name == "plain" else storage_url
+            proxy = PLAIN_PROXY if name == "plain" else "proxy"
+            groups = {pgids[proxy], pgids["object"], pgids["container"], pgids["account"]}
+            op_fn = put_get_ops(container, prefix, body)[op]
+            before = group_cpu_seconds(groups)
+            result = run_clients(clients, args.seconds, op_fn, lambda url=url: Client(url, token))
+            cpu[name].append((group_cpu_seconds(groups) - before) / (result.nbytes / 1e9))
+            results[name] = result
+        plain_mb.append(results["plain"].mb_per_s)
+        for name, result in results.items():
+            ratios[name].append(result.mb_per_s / results["plain"].mb_per_s)
+    label = (kind, human_size(size), op, clients)
+    print(f"  {' '.join(map(str, label))}: " + ", ".join(
+        f"{n} {statistics.median(r):.2f}" for n, r in ratios.items() if n != "plain"), flush=True)
+    ratio_row = (*label, *[statistics.median(ratios[c]) for c in CONFIGS if c != "plain"],
+                 statistics.median(plain_mb))
+    cpu_row = (*label, *[statistics.median(cpu[c]) for c in CONFIGS])
+    return ratio_row, cpu_row
+
+
+if __name__ == "__main__":
+    main()
