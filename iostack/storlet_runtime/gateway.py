@@ -1,0 +1,158 @@
+"""Storlets gateway whose per-scope sandbox is bubblewrap instead of a container engine.
+
+Select it in the ``storlet_handler`` filter sections of the proxy and object
+servers::
+
+    [filter:storlet_handler]
+    use = egg:storlets#storlet_handler
+    storlet_gateway_module = bwrap
+    storlet_gateway_conf = /path/to/storlet-gateway.conf
+
+``bwrap`` is this class's entry point in the ``storlets.gateways`` namespace
+(``docker`` and ``podman``, Storlets' own, stay selectable where an engine
+exists). Everything but starting the sandbox is upstream code: SBus, the
+daemon factory, the Python storlet daemon, caching storlet code per scope,
+the invocation protocol and its timeout.
+
+What this gateway adds on top of ``StorletGatewayContainer``:
+
+- ``BwrapRunTimeSandbox._restart`` starts the agent under bubblewrap
+  (``iostack.storlet_runtime.sandbox``), and ``restart`` takes the scope's
+  lock and re-checks liveness first, so concurrent cold starts (greenthreads
+  or worker processes) share one sandbox;
+- an execute message that would not fit SBus' 4096-byte datagram (it carries
+  the parameters and the object's user metadata; the storlet daemon dies on a
+  larger one) is refused with ``400`` before the sandbox is touched;
+- a request that times out tears the scope's sandbox down by pid, so nothing
+  a runaway storlet left behind (children, a fork bomb) survives; the next
+  request starts a fresh sandbox;
+- the storlet files copied into the scope's directory are handed to the
+  sandbox user (upstream writes them ``0600`` as the server's user).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from storlets.gateway.common.exceptions import StorletTimeout
+from storlets.gateway.gateways.container.gateway import StorletGatewayContainer
+from storlets.gateway.gateways.container.runtime import RunTimeSandbox
+from storlets.sbus import SBus
+from storlets.sbus import command as sbus_cmd
+from storlets.sbus import file_description as sbus_fd
+from storlets.sbus.datagram import SBusFileDescriptor, build_datagram
+from swift.common.swob import HTTPBadRequest
+
+from iostack.storlet_runtime.config import SandboxConfig
+from iostack.storlet_runtime.sandbox import ScopeSandbox, bwrap_command
+
+# sbus.c receives into a 4096-byte buffer: three int lengths, then metadata and params JSON.
+SBUS_MAX_MESSAGE = 4096
+SBUS_HEADER = 3 * 4
+
+
+def run_dir(gateway_conf: dict[str, Any]) -> str:
+    """Where pid records and locks live (host side only, never mounted in a sandbox)."""
+    host_root = gateway_conf.get("host_root", "/var/lib/storlets")
+    return gateway_conf.get("sandbox_run_dir", os.path.join(host_root, "sandboxes"))
+
+
+class BwrapRunTimeSandbox(RunTimeSandbox):
+    """A scope's sandbox: the Storlets agent under bubblewrap."""
+
+    def __init__(self, scope: str, conf: dict[str, Any], logger: Any) -> None:
+        super().__init__(scope, conf, logger)
+        self.config = SandboxConfig.from_gateway_conf(conf)
+        self.process = ScopeSandbox(run_dir(conf), scope)
+        self.stderr_path = os.path.join(self.paths.host_log_root_dir, scope, "sandbox.log")
+
+    def restart(self) -> None:
+        """Bring the scope's sandbox up once, however many requests find it down at once."""
+        with self.process.lock(self.sandbox_wait_timeout + self.sandbox_stop_timeout + 5):
+            # Another request may have started it while this one waited for the lock.
+            if self.process.running_pid() is not None and self.ping():
+                return
+            super().restart()
+
+    def _restart(self, container_image_name: str) -> None:
+        # Storlets names the image after the scope; there are no images here, only the scope.
+        del container_image_name
+        self.process.stop(self.sandbox_stop_timeout)
+        self.paths.create_host_pipe_dir()
+        storlet_dir = self.paths.host_storlet_base_dir
+        os.makedirs(storlet_dir, 0o755, exist_ok=True)
+        argv = bwrap_command(
+            self.config, self.scope, self.paths.host_pipe_dir, storlet_dir,
+            self._get_container_name(self.scope), self.storlet_daemon_factory_debug_level,
+        )
+        pid = self.process.start(argv, self.config, self.stderr_path)
+        self.logger.info(f"started storlet sandbox for scope {self.scope} (pid {pid})")
+
+    def stop(self) -> bool:
+        """Tear the scope's sandbox down by pid."""
+        with self.process.lock(self.sandbox_wait_timeout + self.sandbox_stop_timeout + 5):
+            return self.process.stop(self.sandbox_stop_timeout)
+
+
+def execute_message_size(sreq: Any, storlet_dir: str) -> int:
+    """Bytes of the SBus execute message ``sreq`` will produce.
+
+    Mirrors the descriptors ``StorletInvocationProtocol`` sends; fd numbers
+    travel out of band, so placeholders do not change the size.
+    """
+    params = dict(sreq.params)
+    params["storlet_execution_path"] = storlet_dir
+    range_md = {"start": str(sreq.start), "end": str(sreq.end)} if sreq.has_range else {}
+    sfds = [
+        SBusFileDescriptor(sbus_fd.SBUS_FD_SERVICE_OUT, -1),
+        SBusFileDescriptor(sbus_fd.SBUS_FD_INPUT_OBJECT, -1,
+                           storage_metadata=sreq.data.user_metadata, storlets_metadata=range_md),
+        SBusFileDescriptor(sbus_fd.SBUS_FD_OUTPUT_OBJECT, -1),
+        SBusFileDescriptor(sbus_fd.SBUS_FD_OUTPUT_OBJECT_METADATA, -1),
+        SBusFileDescriptor(sbus_fd.SBUS_FD_LOGGER, -1),
+    ]
+    sfds += [SBusFileDescriptor(sbus_fd.SBUS_FD_INPUT_OBJECT, -1,
+                                storage_metadata=extra.user_metadata)
+             for extra in sreq.extra_data_list]
+    datagram = build_datagram(sbus_cmd.SBUS_CMD_EXECUTE, sfds, params, None)
+    return (SBUS_HEADER + len(datagram.serialized_metadata.encode())
+            + len(datagram.serialized_cmd_params.encode()))
+
+
+class BwrapStorletGateway(StorletGatewayContainer):
+    sandbox = BwrapRunTimeSandbox
+
+    def __init__(self, conf: dict[str, Any], logger: Any, scope: str) -> None:
+        super().__init__(conf, logger, scope)
+        self.sandbox_config = SandboxConfig.from_gateway_conf(conf)
+        # The host side of SBus loads the library through this class attribute.
+        SBus.SBUS_SO_NAME = self.sandbox_config.libsbus_path
+
+    def invocation_flow(self, sreq: Any) -> Any:
+        size = execute_message_size(sreq, self.paths.get_sbox_storlet_dir(sreq.storlet_main))
+        if size > SBUS_MAX_MESSAGE:
+            raise HTTPBadRequest(
+                body=(f"Storlet parameters and object metadata too large: the request "
+                      f"needs {size} bytes, at most {SBUS_MAX_MESSAGE} fit.\n").encode())
+        try:
+            return super().invocation_flow(sreq)
+        except StorletTimeout:
+            self.logger.warning(f"storlet {sreq.storlet_main} timed out in scope {self.scope}; "
+                                "tearing its sandbox down")
+            self.sandbox(self.scope, self.conf, self.logger).stop()
+            raise
+
+    def update_container_from_cache(self, sreq: Any) -> bool:
+        updated = super().update_container_from_cache(sreq)
+        uid, gid = self.sandbox_config.uid, self.sandbox_config.gid
+        if updated and uid is not None:
+            storlet_dir = self.paths.get_host_storlet_dir(sreq.storlet_main)
+            os.chown(storlet_dir, uid, gid)
+            os.chmod(storlet_dir, 0o500)
+            for name in os.listdir(storlet_dir):
+                path = os.path.join(storlet_dir, name)
+                os.chown(path, uid, gid)
+                os.chmod(path, 0o400)
+        return updated
+

@@ -1,0 +1,195 @@
+"""One bubblewrap sandbox per Storlets scope: its command line, start, and tear-down by pid.
+
+The sandbox runs Storlets' agent (``storlets.agent.daemon_factory``, which
+starts one storlet daemon per storlet; the daemon forks one process per
+request) with:
+
+- new user, pid, ipc, uts, cgroup and network namespaces: no network at all,
+  not even a usable loopback; no nested user namespaces; all capabilities
+  dropped;
+- a read-only root built from scratch: ``/usr`` (read-only), ``/proc``, a
+  minimal ``/dev``, a private size-limited ``/tmp``, and only the scope's
+  storlet directory (``/var/lib/storlets``, read-only), its channel directory
+  (``/mnt/channels``, where SBus sockets live), ``libsbus.so`` and the agent's
+  Python path under ``/usr/local/lib/storlets``; ``/etc``, ``/root``, the
+  Swift configs and the devices are simply not there;
+- rlimits set by ``prlimit`` before bwrap starts, inherited by every process
+  inside: address space, CPU seconds, process count, file size, no core
+  dumps; and, when the server runs as root, an unprivileged host user.
+
+Tear-down is by pid, never by name: ``<run_dir>/<scope>.json`` records the
+pid of the outer bwrap process and its start time (so a recycled pid is never
+signalled). Killing it kills the sandbox's pid-1 (``--die-with-parent``), and
+the kernel then kills everything else in the pid namespace. The same happens
+when the Swift worker that started the sandbox exits.
+
+``<run_dir>/<scope>.lock`` serialises starts across greenthreads and worker
+processes, so concurrent cold starts of one scope end with one sandbox.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from iostack.storlet_runtime.config import SandboxConfig
+
+SANDBOX_LIB_DIR = "/usr/local/lib/storlets"
+SANDBOX_PYTHON_DIR = SANDBOX_LIB_DIR + "/python"
+SANDBOX_STORLET_DIR = "/var/lib/storlets"
+SANDBOX_CHANNEL_DIR = "/mnt/channels"
+FACTORY_PIPE = SANDBOX_CHANNEL_DIR + "/factory_pipe"
+
+
+class SandboxStartError(RuntimeError):
+    """The sandbox could not be started (lock timeout, missing executable...)."""
+
+
+def bwrap_command(cfg: SandboxConfig, scope: str, host_pipe_dir: str,
+                  host_storlet_dir: str, container_name: str, log_level: str) -> list[str]:
+    """The full argv (prlimit, bwrap, agent) that starts ``scope``'s sandbox."""
+    limits = [
+        cfg.prlimit_path, f"--as={cfg.mem_limit}", f"--cpu={cfg.cpu_seconds}",
+        f"--nproc={cfg.pids_limit}", f"--fsize={cfg.file_size}", "--core=0", "--",
+    ]
+    isolation = [
+        cfg.bwrap_path, "--unshare-all", "--unshare-user", "--disable-userns",
+        "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+        "--hostname", f"storlets-{scope}",
+    ]
+    filesystem = ["--ro-bind", "/usr", "/usr"]
+    for link in ("bin", "lib", "lib64", "sbin"):
+        if os.path.lexists(f"/usr/{link}"):
+            filesystem += ["--symlink", f"usr/{link}", f"/{link}"]
+    filesystem += [
+        "--proc", "/proc", "--dev", "/dev",
+        "--size", str(cfg.tmp_size), "--tmpfs", "/tmp",
+        # Hide the host's /usr/local and lay out only what the agent needs there.
+        "--tmpfs", "/usr/local",
+        "--ro-bind", cfg.libsbus_path, f"{SANDBOX_LIB_DIR}/libsbus.so",
+    ]
+    python_dirs = [f"{SANDBOX_PYTHON_DIR}/{i}" for i in range(len(cfg.python_path))]
+    for host_dir, inside in zip(cfg.python_path, python_dirs, strict=True):
+        filesystem += ["--ro-bind", host_dir, inside]
+    filesystem += [
+        "--bind", host_pipe_dir, SANDBOX_CHANNEL_DIR,
+        "--ro-bind", host_storlet_dir, SANDBOX_STORLET_DIR,
+    ]
+    if os.path.exists("/dev/log"):  # the agent logs to syslog; without it, logs are dropped
+        filesystem += ["--bind", "/dev/log", "/dev/log"]
+    filesystem += ["--remount-ro", "/usr/local", "--remount-ro", "/"]
+    environment = [
+        "--clearenv",
+        "--setenv", "PYTHONPATH", ":".join(python_dirs),
+        "--setenv", "PATH", "/usr/bin:/bin",
+        "--setenv", "HOME", "/tmp",
+        "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
+        "--chdir", "/tmp",
+    ]
+    agent = [cfg.python, "-m", "storlets.agent.daemon_factory", FACTORY_PIPE, log_level,
+             container_name]
+    return limits + isolation + filesystem + environment + ["--"] + agent
+
+
+def process_start_time(pid: int) -> int | None:
+    """Start time of ``pid`` in clock ticks since boot, or None if it is gone or a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
+    fields = stat[stat.rindex(")") + 2:].split()
+    if fields[0] == "Z":
+        return None
+    return int(fields[19])
+
+
+class ScopeSandbox:
+    """The bwrap process of one scope, tracked through a pid record and a lock file."""
+
+    def __init__(self, run_dir: str | Path, scope: str) -> None:
+        self.run_dir = Path(run_dir)
+        self.scope = scope
+        self.record_path = self.run_dir / f"{scope}.json"
+        self.lock_path = self.run_dir / f"{scope}.lock"
+
+    @contextlib.contextmanager
+    def lock(self, timeout: float) -> Iterator[None]:
+        """Exclusive per-scope lock; polls so that eventlet servers are not blocked."""
+        self.run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise SandboxStartError(
+                            f"scope {self.scope}: sandbox lock held for over {timeout}s"
+                        ) from None
+                    time.sleep(0.02)
+            yield
+        finally:
+            os.close(fd)  # also releases the lock
+
+    def running_pid(self) -> int | None:
+        """Pid of the recorded bwrap process if it is still that process and alive."""
+        try:
+            record = json.loads(self.record_path.read_text())
+            pid, started = int(record["pid"]), int(record["start_time"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return pid if process_start_time(pid) == started else None
+
+    def start(self, argv: list[str], cfg: SandboxConfig, stderr_path: str | Path) -> int:
+        """Start the sandbox (caller holds the lock and has stopped any previous one)."""
+        for exe in (argv[0], cfg.bwrap_path, cfg.libsbus_path):
+            if not os.path.exists(exe):
+                raise SandboxStartError(
+                    f"scope {self.scope}: {exe} is missing (install bubblewrap; "
+                    "build libsbus.so with make -C iostack/storlet_runtime/native)")
+        Path(stderr_path).parent.mkdir(parents=True, exist_ok=True)
+        with open(stderr_path, "ab") as err:
+            proc = subprocess.Popen(  # noqa: S603 - argv built from config, no shell
+                argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err, close_fds=True,
+                start_new_session=True, user=cfg.uid, group=cfg.gid,
+                extra_groups=[] if cfg.uid is not None else None,
+            )
+        started = process_start_time(proc.pid)
+        record = {"pid": proc.pid, "start_time": started, "scope": self.scope,
+                  "started_at": time.time()}
+        tmp = self.record_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(record))
+        tmp.replace(self.record_path)
+        # Reap it whenever it exits (agent idle exit, tear-down); green under eventlet.
+        threading.Thread(target=proc.wait, name=f"reap-sandbox-{self.scope}", daemon=True).start()
+        return proc.pid
+
+    def stop(self, timeout: float = 5.0) -> bool:
+        """Kill the recorded sandbox by pid; True if one was running."""
+        pid = self.running_pid()
+        with contextlib.suppress(FileNotFoundError):
+            self.record_path.unlink()
+        if pid is None:
+            return False
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError as exc:
+            if exc.errno != errno.ESRCH:
+                raise
+        deadline = time.monotonic() + timeout
+        while process_start_time(pid) is not None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return True
