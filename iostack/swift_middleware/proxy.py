@@ -52,6 +52,7 @@ from iostack.filters.keys import KeyFileProvider
 from iostack.filters.registry import get_filter
 from iostack.swift_middleware.decode import decoded_response, is_filtered
 from iostack.swift_middleware.encode import EncodingInput, install_footers
+from iostack.swift_middleware.policies import reader_settings, shared_reader
 from iostack.swift_middleware.record import (
     ETAG_HEADER,
     PIPELINE_HEADER,
@@ -72,22 +73,13 @@ def _is_manifest(req: Request) -> bool:
 class IOStackProxyMiddleware:
     def __init__(self, app, conf: dict[str, Any]) -> None:
         self.app = app
-        self.redis_url = conf.get("redis_url", "redis://127.0.0.1:6379/0")
-        self.key_prefix = conf.get("key_prefix", "iostack:")
-        self.cache_size = int(conf.get("policy_cache_size", 10000))
-        self.cache_max_age = float(conf.get("policy_cache_max_age", 30))
+        self.reader_settings = reader_settings(conf)
         self.keys: KeyProvider | None = (
             KeyFileProvider(conf["key_file"]) if conf.get("key_file") else None)
-        self._reader: PolicyReader | None = None
 
     @property
     def reader(self) -> PolicyReader:
-        # Built on first use, in the worker process: Swift forks workers after
-        # loading the pipeline, and the reader's pub/sub listener must live there.
-        if self._reader is None:
-            self._reader = PolicyReader(self.redis_url, self.key_prefix, self.cache_size,
-                                        self.cache_max_age)
-        return self._reader
+        return shared_reader(self.reader_settings)
 
     @wsgify
     def __call__(self, req: Request):
