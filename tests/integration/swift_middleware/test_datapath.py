@@ -61,7 +61,7 @@ def test_round_trip_and_stored_form(t1, container, policies, stored, name, size)
     raw_headers, raw = stored("AUTH_t1", container, "o")
     recorded = [f["name"] for f in json.loads(raw_headers[PIPELINE])]
     assert recorded == name.replace("gzip", "compression").replace("zstd", "compression").split("+")
-    if "encryption" in name and size:
+    if "encryption" in name and size >= 64:  # shorter plaintext may occur in random bytes
         assert body[:64] not in raw
     if name in ("gzip", "zstd") and size > FRAME:
         assert len(raw) < size / 5
