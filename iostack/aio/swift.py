@@ -26,6 +26,7 @@ from pathlib import Path
 from iostack.aio.config import AioConfig
 from iostack.aio.secrets import TENANTS
 from iostack.filters.keys import create_key_file
+from iostack.storlet_runtime import swift_conf as storlet_conf
 
 RESELLER_PREFIX = "AUTH_"
 PART_POWER = 8
@@ -38,11 +39,13 @@ DAEMONS = {"container-updater": "container"}
 PROXY_PIPELINE = [
     "catch_errors", "gatekeeper", "healthcheck", "proxy-logging", "cache",
     "listing_formats", "bulk", "tempurl", "ratelimit", "s3api", "tempauth",
-    "copy", "container-quotas", "account-quotas", "slo", "dlo",
+    "storlet_handler", "copy", "container-quotas", "account-quotas", "slo", "dlo",
     "versioned_writes", "symlink", "iostack", "proxy-logging", "proxy-server",
 ]
 # Policy enforcement sits, like Swift's encryption, below copy/slo/dlo so that
 # their sub-requests (copies, large-object segments) are filtered too.
+# Storlets (X-Run-Storlet) sit right after auth and above copy/slo, which they
+# handle themselves (copy with a storlet; running on assembled large objects).
 
 
 def tenant_user(tenant: str) -> str:
@@ -95,6 +98,7 @@ class SwiftLayout:
         self._write(self.swift_dir / "swift.conf", self._swift_conf())
         for server in SERVERS:
             self._write(self.conf_path(server), self._server_conf(server))
+        storlet_conf.write_support_files(self.config.state_dir, self.swift_dir, self.memcache_url)
         self._build_rings()
 
     @staticmethod
@@ -133,8 +137,12 @@ class SwiftLayout:
         if server == "proxy":
             self._proxy_sections(conf)
             return conf
-        conf["pipeline:main"] = {"pipeline": f"healthcheck recon {server}-server"}
+        storlets = " storlet_handler" if server == "object" else ""
+        conf["pipeline:main"] = {"pipeline": f"healthcheck recon{storlets} {server}-server"}
         conf[f"app:{server}-server"] = {"use": f"egg:swift#{server}"}
+        if server == "object":
+            conf["filter:storlet_handler"] = storlet_conf.filter_section(
+                self.swift_dir, "object", RESELLER_PREFIX.rstrip("_"))
         if server == "container":
             conf["container-updater"] = {"interval": "5", "concurrency": "1"}
         conf["filter:healthcheck"] = {"use": "egg:swift#healthcheck"}
@@ -163,6 +171,8 @@ class SwiftLayout:
             "key_prefix": "iostack:",
             "key_file": str(self.key_file),
         }
+        conf["filter:storlet_handler"] = storlet_conf.filter_section(
+            self.swift_dir, "proxy", RESELLER_PREFIX.rstrip("_"))
         conf["filter:cache"] = {
             "use": "egg:swift#memcache",
             "memcache_servers": self.memcache_url,

@@ -1,0 +1,97 @@
+"""Swift config sections that enable Storlets with the bubblewrap gateway.
+
+The all-in-one (``iostack.aio.swift``) calls these when it writes the server
+configs; a real deployment copies the same keys into its own configs.
+
+Only keys Storlets 18 actually reads are written. In particular the code reads
+``storlet_execute_on_proxy`` and ``storlet_logcontainer``; the sample configs'
+``storlet_execute_on_proxy_only`` and ``storlet_log`` are silently ignored.
+
+Files written under the Swift config dir:
+
+``storlet-gateway.conf``
+    The gateway's ``[DEFAULT]`` section (see ``iostack.storlet_runtime.config``):
+    where scopes' storlets, channels, caches and logs live (``<state>/storlets``),
+    the per-request timeout, the sandbox limits and ``libsbus_path``.
+``storlet-internal-client.conf``
+    The internal client the storlet middleware uses to fetch storlet code and
+    store execution logs.
+"""
+
+from __future__ import annotations
+
+from configparser import ConfigParser
+from pathlib import Path
+
+from iostack.storlet_runtime.config import DEFAULT_LIBSBUS
+
+FILTER_NAME = "storlet_handler"
+STORLET_CONTAINER = "storlet"
+DEPENDENCY_CONTAINER = "dependency"
+LOG_CONTAINER = "storletlog"
+# A hung storlet answers 500 after this long; the sandbox is then torn down.
+STORLET_TIMEOUT = 8
+
+
+def gateway_conf_path(swift_dir: Path) -> Path:
+    return swift_dir / "storlet-gateway.conf"
+
+
+def internal_client_conf_path(swift_dir: Path) -> Path:
+    return swift_dir / "storlet-internal-client.conf"
+
+
+def gateway_conf(state_dir: Path) -> ConfigParser:
+    conf = ConfigParser(interpolation=None)
+    conf["DEFAULT"] = {
+        "host_root": str(state_dir / "storlets"),
+        "libsbus_path": str(DEFAULT_LIBSBUS),
+        "storlet_timeout": str(STORLET_TIMEOUT),
+        # Upstream polls the new sandbox every 0.5 s; it is up in ~0.1 s.
+        "sandbox_ping_interval": "0.05",
+        "restart_linux_container_timeout": "10",
+        "storlet_daemon_factory_debug_level": "WARNING",
+        "storlet_daemon_debug_level": "WARNING",
+        "sandbox_memory_limit": "1G",
+        "sandbox_cpu_seconds": "30",
+        "container_pids_limit": "128",
+        "sandbox_tmp_size": "64M",
+    }
+    return conf
+
+
+def internal_client_conf(swift_dir: Path, memcache_url: str) -> ConfigParser:
+    conf = ConfigParser(interpolation=None)
+    conf["DEFAULT"] = {"swift_dir": str(swift_dir)}
+    conf["pipeline:main"] = {"pipeline": "catch_errors proxy-logging cache proxy-server"}
+    conf["app:proxy-server"] = {"use": "egg:swift#proxy", "account_autocreate": "true"}
+    conf["filter:cache"] = {"use": "egg:swift#memcache", "memcache_servers": memcache_url}
+    conf["filter:catch_errors"] = {"use": "egg:swift#catch_errors"}
+    conf["filter:proxy-logging"] = {"use": "egg:swift#proxy_logging"}
+    return conf
+
+
+def filter_section(swift_dir: Path, execution_server: str, reseller_prefix: str) -> dict[str, str]:
+    """``[filter:storlet_handler]`` for the proxy (``proxy``) or object server (``object``)."""
+    return {
+        "use": "egg:storlets#storlet_handler",
+        "execution_server": execution_server,
+        "storlet_gateway_module": "bwrap",
+        "storlet_gateway_conf": str(gateway_conf_path(swift_dir)),
+        "internal_client_conf_path": str(internal_client_conf_path(swift_dir)),
+        "storlet_container": STORLET_CONTAINER,
+        "storlet_dependency": DEPENDENCY_CONTAINER,
+        "storlet_logcontainer": LOG_CONTAINER,
+        "storlet_execute_on_proxy": "false",
+        "reseller_prefix": reseller_prefix,
+    }
+
+
+def write_support_files(state_dir: Path, swift_dir: Path, memcache_url: str) -> None:
+    """Write the gateway and internal-client configs next to the server configs."""
+    for path, conf in ((gateway_conf_path(swift_dir), gateway_conf(state_dir)),
+                       (internal_client_conf_path(swift_dir),
+                        internal_client_conf(swift_dir, memcache_url))):
+        with open(path, "w", encoding="utf-8") as f:
+            conf.write(f)
+        path.chmod(0o600)
