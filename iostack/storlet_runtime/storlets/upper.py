@@ -6,7 +6,7 @@ Parameters (query string or ``X-Storlet-Parameter-N: key:value``):
 ``prefix``
     Text written before the body (default none).
 
-It sets ``X-Object-Meta-Storlet-Transformed-By: upper`` on its output and
+It sets ``X-Object-Meta-Transformed-By: upper`` on its output and
 streams the body in 64 KiB pieces, so it works on objects of any size.
 """
 
@@ -20,7 +20,7 @@ class UpperStorlet:
     def __call__(self, in_files, out_files, params):
         source, sink = in_files[0], out_files[0]
         metadata = dict(source.get_metadata())
-        metadata["Storlet-Transformed-By"] = "upper"
+        metadata["Transformed-By"] = "upper"
         sink.set_metadata(metadata)
         prefix = params.get("prefix", "")
         if prefix:

@@ -1,0 +1,59 @@
+"""Fixtures for Storlets through the all-in-one: a storlet-enabled tenant with storlets deployed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+from swiftclient.client import Connection
+
+from iostack.storlet_runtime import deploy
+from iostack.storlet_runtime.storlets import upper
+
+HERE = Path(__file__).resolve().parent
+PROBE = HERE / "isolation_probe.py"
+
+
+class StorletTenant:
+    """A tenant with Storlets enabled, its token, and a container of test objects."""
+
+    def __init__(self, info: dict[str, Any], tenant: str) -> None:
+        creds = info["tenants"][tenant]
+        self.info = info
+        self.conn = Connection(info["auth_url"], creds["user"], creds["key"])
+        self.url, self.token = self.conn.get_auth()
+        self.container = "storlet-tests"
+
+    def object_url(self, name: str) -> str:
+        return f"{self.url}/{self.container}/{name}"
+
+    def get(self, name: str, headers: dict[str, str] | None = None,
+            params: dict[str, str] | None = None, timeout: float = 60) -> requests.Response:
+        return requests.get(self.object_url(name), params=params, timeout=timeout,
+                            headers={"X-Auth-Token": self.token, **(headers or {})})
+
+    def put(self, name: str, body: bytes, headers: dict[str, str] | None = None,
+            params: dict[str, str] | None = None) -> requests.Response:
+        return requests.put(self.object_url(name), data=body, params=params, timeout=60,
+                            headers={"X-Auth-Token": self.token, **(headers or {})})
+
+
+@pytest.fixture(scope="session")
+def storlet_tenant(aio: dict[str, Any]) -> StorletTenant:
+    tenant = StorletTenant(aio, "t1")
+    deploy.enable_account(tenant.conn)
+    for path in (Path(upper.__file__), PROBE):
+        deploy.upload_storlet(tenant.conn, deploy.check_python_storlet(path.name,
+                                                                       path.read_bytes()))
+    tenant.conn.put_container(tenant.container)
+    return tenant
+
+
+@pytest.fixture(scope="session")
+def plain_tenant(aio: dict[str, Any]) -> StorletTenant:
+    """A tenant that never enabled Storlets (t3)."""
+    tenant = StorletTenant(aio, "t3")
+    tenant.conn.put_container(tenant.container)
+    return tenant
