@@ -76,14 +76,17 @@ class PolicyStore:
             pid = f"new-{n}" if dry_run else f"P{first + n}"
             numbered.append((pid, first + n, policy))
         targets = {t for p in policies for t in p.targets}
-        existing = {t: self._rules_at(pipe, *t) for t in targets}
+        existing = self._rules_at(targets)
         compiled = compile_policies(numbered, existing, vocab.filters)
         diagnostics = checked.warnings + compiled.warnings
+        by_line: dict[int, list] = {}
+        for diagnostic in diagnostics:
+            by_line.setdefault(diagnostic.line, []).append(diagnostic)
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         records, writes = [], []
         for pid, seq, policy in numbered:
             rules = compiled.rules[pid]
-            mine = [d.to_json() for d in diagnostics if policy.covers(d)]
+            mine = [d.to_json() for d in by_line.get(policy.line, ()) if policy.covers(d)]
             record = policy.to_json() | {
                 "id": pid, "seq": seq, "created": now, "warnings": mine, "rules": rules,
                 "status": "stored" if policy.dynamic else "active",
@@ -100,8 +103,18 @@ class PolicyStore:
                   "classes": [c.qos_class.to_json() for c in checked.classes]}
         return result, writes
 
-    def _rules_at(self, client, level: str, target: str) -> list[dict[str, Any]]:
-        return [json.loads(v) for v in client.hgetall(self.keys.rules(level, target)).values()]
+    def _rules_at(self, targets) -> dict[tuple[str, str], list[dict[str, Any]]]:
+        """Stored rules of each (level, target), read in one round trip.
+
+        The read goes through another connection than the WATCHing one; the
+        WATCH on the version key still catches any change made since.
+        """
+        targets = list(targets)
+        pipe = self.redis.pipeline(transaction=False)
+        for level, target in targets:
+            pipe.hgetall(self.keys.rules(level, target))
+        return {t: [json.loads(v) for v in rules.values()]
+                for t, rules in zip(targets, pipe.execute(), strict=True)}
 
     def _rule_writes(self, rules):
         writes = []
