@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import subprocess
 from pathlib import Path
 
 NATIVE_DIR = Path(__file__).resolve().parent / "native"
@@ -27,6 +28,12 @@ class StackError(Exception):
 
 def default_filter_dir() -> Path:
     return Path(os.environ.get("IOSTACK_BLOCK_FILTER_DIR", BUILD_DIR / "filters"))
+
+
+def ensure_built() -> Path:
+    """Run the native build (fast when nothing changed); return the build dir."""
+    subprocess.run(["make", "-s", "-C", str(NATIVE_DIR)], check=True)
+    return BUILD_DIR
 
 
 _lib: ctypes.CDLL | None = None

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from iostack.block_bridge.native_lib import BUILD_DIR, NATIVE_DIR
+from iostack.block_bridge.native_lib import ensure_built
 
 HERE = Path(__file__).resolve().parent
 
@@ -18,8 +18,7 @@ HERE = Path(__file__).resolve().parent
 @pytest.fixture(scope="session")
 def native_build() -> Path:
     """Build (or confirm up to date) the native parts once per session."""
-    subprocess.run(["make", "-s", "-C", str(NATIVE_DIR)], check=True)
-    return BUILD_DIR
+    return ensure_built()
 
 
 @pytest.fixture(scope="session")

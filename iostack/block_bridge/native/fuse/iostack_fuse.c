@@ -30,7 +30,7 @@ struct options {
     const char *name;
 };
 
-static struct options opts = {NULL, NULL, "", "lun0"};
+static struct options opts; /* fuse_opt_parse fills it with malloc'd strings */
 static iostack_stack *stack;
 static off_t size;
 static char path_of_file[512];
@@ -139,6 +139,10 @@ int main(int argc, char **argv)
 
     if (fuse_opt_parse(&args, &opts, option_spec, NULL) == -1)
         return 2;
+    if (!opts.spec)
+        opts.spec = "";
+    if (!opts.name)
+        opts.name = "lun0";
     if (!opts.backing || !opts.filter_dir || strchr(opts.name, '/')) {
         fprintf(stderr, "usage: %s MOUNTPOINT --backing=FILE --filter-dir=DIR [--spec=SPEC] "
                         "[--name=NAME] [fuse options]\n", argv[0]);

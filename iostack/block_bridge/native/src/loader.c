@@ -62,10 +62,6 @@ static int copy_to_memfd(const char *path, const char *name, char *err, size_t e
 /* Resolves the entry points; the Konnector transforms are mandatory. */
 static int bind_symbols(struct filter_inst *f, char *err, size_t errlen)
 {
-    unsigned int (*alignment)(void);
-    int (*thread_safe)(void);
-    int (*reads_device)(void);
-
     f->write_xform = (void (*)(void *, unsigned long, unsigned long, bool *))dlsym(
         f->handle, "write_xform");
     f->read_xform = (void (*)(void *, unsigned long, unsigned long))dlsym(f->handle,
@@ -78,11 +74,20 @@ static int bind_symbols(struct filter_inst *f, char *err, size_t errlen)
         f->handle, "pre_read");
     f->stats = (int (*)(char *, size_t))dlsym(f->handle, "iostack_stats");
     f->release = (void (*)(void))dlsym(f->handle, "iostack_release");
-    alignment = (unsigned int (*)(void))dlsym(f->handle, "iostack_alignment");
-    thread_safe = (int (*)(void))dlsym(f->handle, "iostack_thread_safe");
+    return 0;
+}
+
+/* Asks the optional properties; after pass_args, since arguments may set
+ * them (aes_xts' sector size is its alignment). */
+static int query_properties(struct filter_inst *f, char *err, size_t errlen)
+{
+    unsigned int (*alignment)(void) =
+        (unsigned int (*)(void))dlsym(f->handle, "iostack_alignment");
+    int (*thread_safe)(void) = (int (*)(void))dlsym(f->handle, "iostack_thread_safe");
+    int (*reads_device)(void) = (int (*)(void))dlsym(f->handle, "iostack_reads_device");
+
     f->alignment = alignment ? alignment() : 1;
     f->thread_safe = thread_safe && thread_safe();
-    reads_device = (int (*)(void))dlsym(f->handle, "iostack_reads_device");
     f->reads_device = reads_device && reads_device();
     if (f->alignment == 0 || (f->alignment & (f->alignment - 1))) {
         snprintf(err, errlen, "filter '%s': alignment %u is not a power of two", f->name,
@@ -141,6 +146,8 @@ int filter_load(struct filter_inst *f, const char *dir, const struct spec_item *
     rc = bind_symbols(f, err, errlen);
     if (!rc)
         rc = pass_arguments(f, item->args, err, errlen);
+    if (!rc)
+        rc = query_properties(f, err, errlen);
     if (rc)
         filter_unload(f);
     return rc;

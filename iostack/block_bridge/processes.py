@@ -1,0 +1,92 @@
+"""Child daemons of the block bridge (tgtd, FUSE frontends, nbdkit).
+
+Each is started in its own session with its output in a log file, and
+stopped by its pid only (never by name): SIGTERM, then SIGKILL if it does
+not exit in time. ``free_port`` and ``wait_for`` help tests and the service
+bring daemons up on private ports.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+
+class DaemonError(RuntimeError):
+    """A daemon failed to start or a control command failed."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def port_open(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def wait_for(ready: Callable[[], bool], timeout: float, what: str,
+             alive: Callable[[], bool] | None = None) -> None:
+    """Poll ``ready`` until true; fail early if ``alive`` says the daemon died."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if alive is not None and not alive():
+            raise DaemonError(f"{what}: process exited")
+        if time.monotonic() > deadline:
+            raise DaemonError(f"{what}: not ready after {timeout:.0f}s")
+        time.sleep(0.05)
+
+
+class Daemon:
+    """One child process, started detached, stopped by pid."""
+
+    def __init__(self, argv: Sequence[str], log_path: Path, name: str) -> None:
+        self.argv = list(argv)
+        self.log_path = log_path
+        self.name = name
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(  # argv list, no shell
+                self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True)
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def fail(self, reason: str) -> DaemonError:
+        return DaemonError(f"{self.name}: {reason}\n{self.log_tail()}")
+
+    def stop(self, timeout: float = 5.0) -> None:
+        if not self.proc:
+            return
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.proc = None

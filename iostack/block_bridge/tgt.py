@@ -1,0 +1,94 @@
+"""The tgt userspace iSCSI target, driven through ``tgtadm``.
+
+``Tgtd`` runs a private ``tgtd`` in the foreground: its portal on
+``host:port`` and its management socket on a private control port
+(``/var/run/tgtd/socket.<n>``), so it never touches a system tgtd. Stopping
+it removes every target (forced) and then the daemon, as tgtd refuses to
+exit on SIGTERM while it serves targets.
+"""
+
+from __future__ import annotations
+
+import random
+import subprocess
+from pathlib import Path
+
+from .processes import Daemon, DaemonError, port_open, wait_for
+
+SOCKET_DIR = Path("/var/run/tgtd")
+
+
+class Tgtd:
+    def __init__(self, log_path: Path, host: str = "127.0.0.1", port: int = 3260,
+                 control_port: int | None = None) -> None:
+        self.host = host
+        self.port = port
+        self.control_port = control_port or self._unused_control_port()
+        self.daemon = Daemon(
+            ["tgtd", "-f", "-C", str(self.control_port), "--iscsi", f"portal={host}:{port}"],
+            log_path, f"tgtd on {host}:{port}")
+
+    @staticmethod
+    def _unused_control_port() -> int:
+        while True:
+            candidate = random.randint(10000, 32767)  # tgtd caps -C at 32767
+            if not (SOCKET_DIR / f"socket.{candidate}").exists():
+                return candidate
+
+    def start(self, timeout: float = 10.0) -> None:
+        if port_open(self.host, self.port):
+            raise DaemonError(f"iSCSI portal {self.host}:{self.port} is already in use")
+        self.daemon.start()
+        try:
+            wait_for(lambda: port_open(self.host, self.port) and self._answers(), timeout,
+                     self.daemon.name, self.daemon.alive)
+        except DaemonError as exc:
+            self.daemon.stop()
+            raise self.daemon.fail(str(exc)) from None
+
+    def _answers(self) -> bool:
+        return self._tgtadm("--mode", "target", "--op", "show", check=False).returncode == 0
+
+    def _tgtadm(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            ["tgtadm", "-C", str(self.control_port), "--lld", "iscsi", *args],
+            capture_output=True, text=True, timeout=30)
+        if check and result.returncode != 0:
+            raise DaemonError(f"tgtadm {' '.join(args)}: {result.stderr.strip()}")
+        return result
+
+    def export(self, tid: int, iqn: str, path: Path, lun: int = 1) -> None:
+        """Export ``path`` as LUN ``lun`` of a new target, open to all initiators."""
+        self._tgtadm("--mode", "target", "--op", "new", "--tid", str(tid), "--targetname", iqn)
+        try:
+            self._tgtadm("--mode", "logicalunit", "--op", "new", "--tid", str(tid),
+                         "--lun", str(lun), "--backing-store", str(path))
+            self._tgtadm("--mode", "target", "--op", "bind", "--tid", str(tid),
+                         "--initiator-address", "ALL")
+        except DaemonError:
+            self.remove(tid)
+            raise
+
+    def remove(self, tid: int) -> None:
+        self._tgtadm("--mode", "target", "--op", "delete", "--force", "--tid", str(tid))
+
+    def target_ids(self) -> list[int]:
+        out = self._tgtadm("--mode", "target", "--op", "show").stdout
+        return [int(line.split()[1].rstrip(":")) for line in out.splitlines()
+                if line.startswith("Target ")]
+
+    def url(self, iqn: str, lun: int = 1) -> str:
+        return f"iscsi://{self.host}:{self.port}/{iqn}/{lun}"
+
+    def stop(self) -> None:
+        if self.daemon.alive():
+            try:
+                for tid in self.target_ids():
+                    self.remove(tid)
+                self._tgtadm("--mode", "system", "--op", "delete", check=False)
+                self.daemon.proc.wait(5)
+            except (DaemonError, subprocess.TimeoutExpired):
+                pass  # SIGTERM/SIGKILL below
+        self.daemon.stop()
+        for leftover in (f"socket.{self.control_port}", f"socket.{self.control_port}.lock"):
+            (SOCKET_DIR / leftover).unlink(missing_ok=True)
