@@ -220,6 +220,8 @@ def explain():
     if not request_token(request.headers):
         raise AuthError("authentication required: send X-Auth-Token")
     data = _body()
+    if "volume" in data:
+        return _explain_volume(data)
     method, path = _field(data, "method"), _field(data, "path")
     size = data.get("size")
     if size is not None and (not isinstance(size, int) or size < 0):
@@ -239,6 +241,17 @@ def explain():
     return jsonify(request={"method": req.method, "account": req.account,
                             "container": req.container, "object": req.obj, "size": req.size},
                    **resolution)
+
+
+def _explain_volume(data: dict[str, Any]):
+    _admin()
+    volume = _field(data, "volume")
+    group = data.get("storage_group")
+    if group is not None and not isinstance(group, str):
+        raise RegistryError("field 'storage_group' must be a str")
+    resolution = _ctl().store.block_stack(volume, group).to_json()
+    _redact_params(resolution["pipeline"])
+    return jsonify(request={"volume": volume, "storage_group": group}, **resolution)
 
 
 # -- registries -----------------------------------------------------------------

@@ -9,6 +9,7 @@ stderr, with line and column for policy text), 3 controller unreachable.
     iostack policy validate "FOR TENANT t1 DO SET compression"
     iostack policy add -f policies.txt
     iostack policy explain PUT /v1/AUTH_t1/logs/a.csv --size 2M --header X-Object-Meta-Class:hot
+    iostack policy explain VOLUME vol7 --storage-group gold
 """
 
 from __future__ import annotations
@@ -141,12 +142,18 @@ def policy_explain(client: ControllerClient, args) -> Any:
         if not sep or not key.strip():
             raise ControllerError(400, f"--header takes KEY:VALUE, got {item!r}")
         headers[key.strip()] = value.strip()
-    result = client.explain(args.method.upper(), args.path, args.size, headers)
+    if args.method.upper() == "VOLUME":
+        result = client.explain_volume(args.path, args.storage_group)
+        title = f"volume {args.path}" + (f" in storage group {args.storage_group}"
+                                         if args.storage_group else "")
+    else:
+        result = client.explain(args.method.upper(), args.path, args.size, headers)
+        size = result["request"]["size"]
+        title = f"{result['request']['method']} {args.path}" + (
+            f" ({size} bytes)" if size is not None else "")
     if args.json:
         return result
-    req = result["request"]
-    print(f"{req['method']} {args.path}" + (f" ({req['size']} bytes)" if req["size"] is not None
-                                            else ""))
+    print(title)
     if result["pipeline"]:
         print(table(["#", "FILTER", "STAGE", "SANDBOXED", "PARAMS", "FROM"],
                     [[i, e["filter"], e["stage"], "yes" if e["sandboxed"] else "no",
@@ -315,8 +322,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
           common).add_argument("account")
     explain = _verb(policy, "explain", policy_explain, "which filters a request gets, and why",
                     common)
-    explain.add_argument("method", help="GET, PUT, ...")
-    explain.add_argument("path", help="/v1/<account>/<container>/<object>")
+    explain.add_argument("method", help="GET, PUT, ... or VOLUME")
+    explain.add_argument("path", help="/v1/<account>/<container>/<object>, or a volume name")
+    explain.add_argument("--storage-group", help="the volume's storage group (with VOLUME)")
     explain.add_argument("--size", type=_size, help="object size (bytes, or 2M, 512K...)")
     explain.add_argument("--header", action="append", default=[], metavar="KEY:VALUE",
                          help="request header, e.g. X-Object-Meta-Class:hot (repeatable)")

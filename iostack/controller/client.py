@@ -102,6 +102,10 @@ class ControllerClient:
         return self.request("POST", "/explain", {"method": method, "path": path, "size": size,
                                                  "headers": headers or {}})
 
+    def explain_volume(self, volume: str, storage_group: str | None = None) -> dict[str, Any]:
+        return self.request("POST", "/explain", {"volume": volume,
+                                                 "storage_group": storage_group})
+
     def registry(self, kind: str) -> dict[str, Any]:
         return self.request("GET", f"/{kind}")[kind]
 

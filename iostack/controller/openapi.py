@@ -56,12 +56,14 @@ def openapi_document() -> dict[str, Any]:
             "get": _op("Policies that apply to an account (admin or that tenant)",
                        params=[_path_param("account", "Swift account, e.g. AUTH_t1")]),
         },
-        "/v1/explain": {"post": _op("Resolved pipeline of a request and why", body={
-            "type": "object", "required": ["method", "path"], "properties": {
+        "/v1/explain": {"post": _op(
+            "Resolved pipeline of a request (method, path...) or of a volume (volume, "
+            "storage_group), and why", body={"type": "object", "properties": {
                 "method": {"type": "string", "example": "PUT"},
                 "path": {"type": "string", "example": "/v1/AUTH_t1/logs/a.csv"},
                 "size": {"type": "integer", "minimum": 0},
-                "headers": {"type": "object", "additionalProperties": {"type": "string"}}}})},
+                "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+                "volume": {"type": "string"}, "storage_group": {"type": "string"}}})},
         "/v1/tenants": {"get": _op("Known tenants (accounts)")},
         "/v1/tenants/{name}": {"put": _op("Record a known tenant", "201", params=[name])},
         "/v1/filters/{name}/code": {

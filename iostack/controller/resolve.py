@@ -22,6 +22,9 @@ Then filters that do not act on the request's method are dropped (a PUT-only
 transform is undone on GET from the object's sysmeta, not from policy),
 defaults fill missing parameters, and the pipeline is ordered: ``ORDER n``
 first, then each filter's ``runs_before`` constraints, then first appearance.
+
+Volumes (``resolve_block``) follow the same rules over two levels: the
+storage group, then the volume; requests and object conditions do not apply.
 """
 
 from __future__ import annotations
@@ -131,6 +134,33 @@ class Resolution:
 def resolve(request: RequestInfo, levels: list[Level], filters: Mapping[str, FilterMetadata],
             object_types: Mapping[str, list[str]]) -> Resolution:
     """The ordered pipeline for ``request`` from the rules of ``levels`` (most general first)."""
+    entries, notes = merge_levels(
+        levels, filters, lambda conds: match_object_conds(conds, request, object_types))
+    pipeline = []
+    for entry in entries:
+        meta = filters[entry.filter]
+        methods = entry.methods or tuple(sorted(meta.methods))
+        if request.method not in methods:
+            notes.append(Note(entry.filter, "not-for-method",
+                              f"{entry.filter} acts on {'/'.join(methods)}, not {request.method}"
+                              + _reverse_hint(meta, request.method)))
+            continue
+        pipeline.append(entry)
+    return Resolution(order_pipeline(pipeline, filters), notes)
+
+
+def resolve_block(levels: list[Level], filters: Mapping[str, FilterMetadata]) -> Resolution:
+    """The filter stack of a volume: its storage group's rules, then its own."""
+    entries, notes = merge_levels(levels, filters, lambda conds: (True, ""))
+    return Resolution(order_pipeline(entries, filters), notes)
+
+
+def merge_levels(levels: list[Level], filters: Mapping[str, FilterMetadata],
+                 holds) -> tuple[list[PipelineEntry], list[Note]]:
+    """Apply the rules level by level (see the module docstring); defaults filled at the end.
+
+    ``holds(object_conds)`` says whether a rule's ``TO`` conditions hold, and if not, why.
+    """
     entries: dict[str, PipelineEntry] = {}
     notes: list[Note] = []
     for level in levels:
@@ -141,8 +171,8 @@ def resolve(request: RequestInfo, levels: list[Level], filters: Mapping[str, Fil
             if meta is None:
                 notes.append(Note(name, "skipped", "filter is no longer registered", **where))
                 continue
-            holds, why = match_object_conds(rule.get("object_conds", ()), request, object_types)
-            if not holds:
+            ok, why = holds(rule.get("object_conds", ()))
+            if not ok:
                 notes.append(Note(name, "skipped", why, **where))
                 continue
             if rule["verb"] == "delete":
@@ -153,19 +183,11 @@ def resolve(request: RequestInfo, levels: list[Level], filters: Mapping[str, Fil
                 continue
             _replace_layout_owner(entries, meta, filters, notes, where)
             _merge(entries, meta, rule, where, notes)
-    pipeline = []
     for entry in entries.values():
-        meta = filters[entry.filter]
-        methods = entry.methods or tuple(sorted(meta.methods))
-        if request.method not in methods:
-            notes.append(Note(entry.filter, "not-for-method",
-                              f"{entry.filter} acts on {'/'.join(methods)}, not {request.method}"
-                              + _reverse_hint(meta, request.method)))
-            continue
-        entry.params = {p.name: p.default for p in meta.params if p.default is not None} \
-            | entry.params
-        pipeline.append(entry)
-    return Resolution(order_pipeline(pipeline, filters), notes)
+        defaults = {p.name: p.default for p in filters[entry.filter].params
+                    if p.default is not None}
+        entry.params = defaults | entry.params
+    return list(entries.values()), notes
 
 
 def match_object_conds(conds, request: RequestInfo,

@@ -26,7 +26,7 @@ from iostack.controller.compiler import compile_policies
 from iostack.controller.keys import KeySpace
 from iostack.controller.reader import SnapshotScript
 from iostack.controller.registry import Registries, RegistryError, announce
-from iostack.controller.resolve import RequestInfo, Resolution, resolve
+from iostack.controller.resolve import Level, RequestInfo, Resolution, resolve, resolve_block
 from iostack.dsl.checker import check_text
 
 MAX_RETRIES = 20
@@ -155,6 +155,15 @@ class PolicyStore:
         """What the data path would run for ``request`` (same fetch and resolve code)."""
         snap = self._snapshot(request, want_vocab=True)
         return resolve(request, snap.levels, snap.filters, snap.object_types)
+
+    def block_stack(self, volume: str, storage_group: str | None = None) -> Resolution:
+        """The filter stack of a volume (for the block bridge and ``explain``)."""
+        targets = ([("storage_group", storage_group)] if storage_group else []) + \
+            [("volume", volume)]
+        rules = self._rules_at(targets)
+        levels = [Level(level, target, tuple(rules[(level, target)]))
+                  for level, target in targets]
+        return resolve_block(levels, self.registries.vocabulary().filters)
 
     # -- removal ----------------------------------------------------------------
 

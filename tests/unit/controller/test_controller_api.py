@@ -175,3 +175,14 @@ def test_redis_down_is_a_503(app_config):
     assert client.get("/v1/health").status_code == 503
     response = client.get("/v1/policies", headers={"X-Auth-Token": app_config["admin_token"]})
     assert response.status_code == 503 and "Redis" in response.json["error"]
+
+
+def test_explain_a_volume(client, admin):
+    client.put("/v1/filters/xor", headers=admin, json={
+        "description": "x", "params": [{"name": "key", "type": "int"}],
+        "extra": {"domain": "block"}})
+    client.post("/v1/policies", headers=admin, json={"text": "FOR VOLUME v1 DO SET xor WITH "
+                                                             "key=7"})
+    result = client.post("/v1/explain", headers=admin, json={"volume": "v1"}).json
+    assert result["request"] == {"volume": "v1", "storage_group": None}
+    assert [(e["filter"], e["params"]) for e in result["pipeline"]] == [("xor", {"key": 7})]

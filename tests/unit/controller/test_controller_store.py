@@ -171,3 +171,19 @@ def test_warnings_go_to_the_policy_they_concern(store):
     assert first["warnings"] == []
     assert [w["message"] for w in second["warnings"]] == [
         "tenant 'AUTH_t7' is not known yet (the policy applies once it exists)"]
+
+
+def test_volume_stacks_merge_storage_group_then_volume(store, registries):
+    for name, params in [("xor", [{"name": "key", "type": "int", "minimum": 0, "maximum": 255}]),
+                         ("iops", [{"name": "read", "type": "rate", "unit": "ops"},
+                                   {"name": "write", "type": "rate", "unit": "ops"}])]:
+        registries.put_filter({"name": name, "description": "block", "params": params,
+                               "extra": {"domain": "block"}})
+    store.submit("FOR STORAGE_GROUP gold DO SET iops WITH read=1000ops, write=500, SET xor "
+                 "WITH key=1\nFOR VOLUME vol7 DO SET xor WITH key=0x5a, SET iops WITH read=200")
+    stack = store.block_stack("vol7", "gold").pipeline
+    assert [(e.filter, e.params) for e in stack] == [
+        ("iops", {"read": 200, "write": 500}), ("xor", {"key": 0x5A})]
+    assert [e.filter for e in store.block_stack("vol8").pipeline] == []
+    with pytest.raises(DSLError, match="xor is a block filter"):
+        store.submit("FOR TENANT t1 DO SET xor")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from iostack.dsl import DSLError
 from iostack.dsl.checker import CheckedAction, check_text
@@ -150,3 +152,20 @@ def test_a_class_that_no_longer_checks_is_reported_where_it_is_used(vocab):
 def test_redefining_a_class_warns(vocab):
     result = check_text("DEFINE CLASS GOLD AS SET noop", vocab)
     assert "redefines class GOLD" in str(result.warnings[0])
+
+
+_PIECES = ["FOR", "TENANT", "t1", "CONTAINER", "t1/c", "G:gold", "VOLUME v", "DO", "SET",
+           "DELETE", "compression", "GOLD", "xor", "bandwidth", "WITH", "level=", "get=",
+           "key=", "0x5a", "30MBps", "9", "99", "5s", "WHEN", "PUTS_SEC", ">", "3", "AND", "TO",
+           "OBJECT_TYPE=DOCS", "OBJECT_SIZE", "1M", "ON", "PROXY", "OBJECT", "GET", "PUT",
+           "TRANSIENT", "ORDER", "2", ",", ";", "\n", "DEFINE CLASS X AS", "strict=maybe"]
+
+
+@settings(max_examples=300, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.sampled_from(_PIECES), max_size=20))
+def test_fuzz_check_raises_only_dsl_error(vocab, pieces):
+    try:
+        check_text(" ".join(pieces), vocab)
+    except DSLError:
+        pass
