@@ -9,9 +9,10 @@ retry with fresh data instead of writing rules checked against stale ones.
 
 A policy record (``policies`` hash, JSON) holds the text, the checked form
 (targets, condition, object conditions, actions), its rules, the warnings
-and ``status``: ``active`` for static policies, ``stored`` for dynamic ones
-whose actor is not running yet (the monitoring issue adds actors, which
-enforce ``rules`` through ``enforce``/``revert``).
+and ``status``: ``active`` for static policies; ``stored`` for dynamic ones
+while their condition does not hold, ``enforced`` while it does. Actors
+(the monitoring issue) call ``enforce``/``revert``, which write or remove the
+policy's rules atomically, like any other change.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from iostack.controller.resolve import Level, RequestInfo, Resolution, resolve, 
 from iostack.dsl.checker import check_text
 
 MAX_RETRIES = 20
+IN_FORCE = ("active", "enforced")  # statuses whose rules are in ``rules:*``
 
 
 class PolicyStore:
@@ -175,21 +177,61 @@ class PolicyStore:
             if raw is None:
                 raise RegistryError(f"no policy {pid!r}", status=404)
             record = json.loads(raw)
-            rules = record["rules"] if record["status"] == "active" else []
+            rules = record["rules"] if record["status"] in IN_FORCE else []
             counts = self._object_rule_counts(pipe, rules)
             pipe.multi()
             for rule in rules:
                 pipe.hdel(self.keys.rules(rule["level"], rule["target"]), rule["id"])
-            for container, left in counts.items():
-                if left > 0:
-                    pipe.hset(self.keys.objrules, container, left)
-                else:
-                    pipe.hdel(self.keys.objrules, container)
+            self._write_counts(pipe, counts)
             pipe.hdel(self.keys.policies, pid)
             announce(pipe, self.keys)
             return record
 
         return self.redis.transaction(remove, self.keys.version, value_from_callable=True)
+
+    # -- dynamic policies (for their actors) --------------------------------------
+
+    def enforce(self, pid: str) -> bool:
+        """Write a dynamic policy's rules; False if they were already in force."""
+        return self._switch(pid, "enforced")
+
+    def revert(self, pid: str) -> bool:
+        """Remove a dynamic policy's rules; False if they were not in force."""
+        return self._switch(pid, "stored")
+
+    def _switch(self, pid: str, status: str) -> bool:
+        def switch(pipe: redis.client.Pipeline) -> bool:
+            raw = pipe.hget(self.keys.policies, pid)
+            if raw is None:
+                raise RegistryError(f"no policy {pid!r}", status=404)
+            record = json.loads(raw)
+            if not record["dynamic"]:
+                raise RegistryError(f"policy {pid} is static: it is always in force", 409)
+            if record["status"] == status:
+                return False
+            counts = self._object_rule_counts(pipe, record["rules"]) \
+                if status == "stored" else {}
+            pipe.multi()
+            if status == "enforced":
+                for command, args in self._rule_writes(record["rules"]):
+                    getattr(pipe, command)(*args)
+            else:
+                for rule in record["rules"]:
+                    pipe.hdel(self.keys.rules(rule["level"], rule["target"]), rule["id"])
+                self._write_counts(pipe, counts)
+            record["status"] = status
+            pipe.hset(self.keys.policies, pid, json.dumps(record))
+            announce(pipe, self.keys)
+            return True
+
+        return self.redis.transaction(switch, self.keys.version, value_from_callable=True)
+
+    def _write_counts(self, pipe, counts: dict[str, int]) -> None:
+        for container, left in counts.items():
+            if left > 0:
+                pipe.hset(self.keys.objrules, container, left)
+            else:
+                pipe.hdel(self.keys.objrules, container)
 
     def _object_rule_counts(self, client, rules) -> dict[str, int]:
         """Object-level rules each touched container keeps once ``rules`` are gone."""

@@ -187,3 +187,22 @@ def test_volume_stacks_merge_storage_group_then_volume(store, registries):
     assert [e.filter for e in store.block_stack("vol8").pipeline] == []
     with pytest.raises(DSLError, match="xor is a block filter"):
         store.submit("FOR TENANT t1 DO SET xor")
+
+
+def test_actors_enforce_and_revert_dynamic_policies(store, redis_client, keys):
+    (record,) = store.submit("FOR OBJECT t1/c/o WHEN PUTS_SEC > 3 DO SET noop TRANSIENT")[
+        "policies"]
+    pid = record["id"]
+    assert explain(store, "PUT", "/v1/AUTH_t1/c/o").pipeline == []
+    assert store.enforce(pid) is True and store.enforce(pid) is False
+    assert store.get(pid)["status"] == "enforced"
+    assert [e.filter for e in explain(store, "PUT", "/v1/AUTH_t1/c/o").pipeline] == ["noop"]
+    assert store.revert(pid) is True and store.revert(pid) is False
+    assert explain(store, "PUT", "/v1/AUTH_t1/c/o").pipeline == []
+    assert redis_client.hget(keys.objrules, "AUTH_t1/c") is None
+    store.enforce(pid)
+    store.delete(pid)
+    assert rule_keys(redis_client, keys) == []
+    (static,) = store.submit("FOR TENANT t1 DO SET noop")["policies"]
+    with pytest.raises(RegistryError, match="static"):
+        store.enforce(static["id"])
