@@ -23,9 +23,11 @@ What this gateway adds on top of ``StorletGatewayContainer``:
 - an execute message that would not fit SBus' 4096-byte datagram (it carries
   the parameters and the object's user metadata; the storlet daemon dies on a
   larger one) is refused with ``400`` before the sandbox is touched;
-- a request that times out tears the scope's sandbox down by pid, so nothing
-  a runaway storlet left behind (children, a fork bomb) survives; the next
-  request starts a fresh sandbox;
+- a request that times out gets a 503 that says so, and tears the scope's
+  sandbox down by pid, so nothing a runaway storlet left behind (children, a
+  fork bomb) survives; the next request starts a fresh sandbox. (At the
+  object node the proxy turns any 5xx into its own 503 and, with several
+  replicas, first tries the other object servers);
 - the storlet files copied into the scope's directory are handed to the
   sandbox user (upstream writes them ``0600`` as the server's user).
 """
@@ -42,7 +44,7 @@ from storlets.sbus import SBus
 from storlets.sbus import command as sbus_cmd
 from storlets.sbus import file_description as sbus_fd
 from storlets.sbus.datagram import SBusFileDescriptor, build_datagram
-from swift.common.swob import HTTPBadRequest
+from swift.common.swob import HTTPBadRequest, HTTPServiceUnavailable
 
 from iostack.storlet_runtime.config import SandboxConfig
 from iostack.storlet_runtime.sandbox import ScopeSandbox, bwrap_command
@@ -141,7 +143,10 @@ class BwrapStorletGateway(StorletGatewayContainer):
             self.logger.warning(f"storlet {sreq.storlet_main} timed out in scope {self.scope}; "
                                 "tearing its sandbox down")
             self.sandbox(self.scope, self.conf, self.logger).stop()
-            raise
+            # Upstream would answer a bare 503; say what happened instead.
+            raise HTTPServiceUnavailable(body=(
+                f"Storlet {sreq.storlet_id} did not answer within {self.storlet_timeout:g} s "
+                "and was stopped.\n").encode()) from None
 
     def update_container_from_cache(self, sreq: Any) -> bool:
         updated = super().update_container_from_cache(sreq)
