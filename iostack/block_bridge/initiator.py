@@ -1,0 +1,130 @@
+"""Konnector's iSCSI initiator methods.
+
+The kernel initiator (open-iscsi's ``iscsiadm``) does discovery, login and
+logout where it is installed. Discovery also works without it, through
+libiscsi's userspace ``iscsi-ls`` (SendTargets). Methods that need the
+kernel initiator fail with a clear message where it is absent (as on
+hosts without the iscsi_tcp module). Every command is an argument list:
+nothing is passed through a shell.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from .processes import port_open
+
+INITIATOR_FILE = Path("/etc/iscsi/initiatorname.iscsi")
+HOST_RE = re.compile(r"^[A-Za-z0-9.:\[\]-]{1,255}$")
+IQN_RE = re.compile(r"^(iqn|eui|naa)\.[A-Za-z0-9.:_-]{1,220}$")
+
+
+class InitiatorError(Exception):
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind  # "invalid" or "failed"
+
+
+def _run(argv: list[str]) -> str:
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    if result.returncode != 0:
+        raise InitiatorError("failed", f"{argv[0]} failed: {result.stderr.strip()}")
+    return result.stdout
+
+
+def _iscsiadm() -> str:
+    path = shutil.which("iscsiadm")
+    if not path:
+        raise InitiatorError("failed", "iscsiadm (open-iscsi) is not installed on this host: "
+                                       "the kernel initiator methods are unavailable")
+    return path
+
+
+def _portal(params: dict) -> tuple[str, int]:
+    host = params.get("hostname")
+    port = params.get("port", 3260)
+    if not isinstance(host, str) or not HOST_RE.match(host):
+        raise InitiatorError("invalid", f"bad hostname {host!r}")
+    if not isinstance(port, int) or not 0 < port < 65536:
+        raise InitiatorError("invalid", f"bad port {port!r}")
+    return host, port
+
+
+def get_initiator_name(params: dict) -> str:
+    if INITIATOR_FILE.exists():
+        for line in INITIATOR_FILE.read_text().splitlines():
+            if line.startswith("InitiatorName="):
+                return line.split("=", 1)[1].strip()
+    raise InitiatorError("failed", f"no initiator name: {INITIATOR_FILE} is missing "
+                                   "(open-iscsi is not installed)")
+
+
+def _sendtargets(host: str, port: int) -> list[tuple[str, str, int, int]]:
+    """(iqn, ip, port, tpgt) per target, from iscsiadm or else libiscsi."""
+    if shutil.which("iscsiadm"):
+        out = _run([_iscsiadm(), "-m", "discovery", "-t", "st", "-p", f"{host}:{port}"])
+        matches = (re.match(r"^(\S+):(\d+),(\d+)\s+(\S+)$", line.strip())
+                   for line in out.splitlines())
+        return [(m[4], m[1], int(m[2]), int(m[3])) for m in matches if m]
+    try:
+        out = _run(["iscsi-ls", "-s", f"iscsi://{host}:{port}"])
+    except InitiatorError:
+        # iscsi-ls exits non-zero when a portal answers with no targets at all.
+        if port_open(host, port):
+            return []
+        raise InitiatorError("failed", f"portal {host}:{port} is unreachable") from None
+    matches = (re.match(r"^Target:(\S+) Portal:(\S+):(\d+),(\d+)$", line.strip())
+               for line in out.splitlines())
+    return [(m[1], m[2], int(m[3]), int(m[4])) for m in matches if m]
+
+
+def discover_portal(params: dict) -> dict:
+    """SendTargets discovery -> {iqn: {ip: {interface, portal: [ip, port, tpgt]}}}."""
+    host, port = _portal(params)
+    method = params.get("discovery_method", "sendtargets")
+    if method != "sendtargets":
+        raise InitiatorError("invalid", f"discovery_method {method!r}: only sendtargets")
+    if params.get("auth_method") not in (None, "none"):
+        raise InitiatorError("invalid", "CHAP discovery is not supported by this service")
+    found: dict = {}
+    for iqn, ip, tport, tpgt in _sendtargets(host, port):
+        found.setdefault(iqn, {})[ip] = {"interface": "default", "portal": [ip, tport, tpgt]}
+    return found
+
+
+def _target(params: dict) -> str:
+    iqn = params.get("targetname")
+    if not isinstance(iqn, str) or not IQN_RE.match(iqn):
+        raise InitiatorError("invalid", f"bad targetname {iqn!r}")
+    return iqn
+
+
+def login_target(params: dict) -> None:
+    host, port = _portal(params)
+    _run([_iscsiadm(), "-m", "node", "-T", _target(params), "-p", f"{host}:{port}", "--login"])
+
+
+def logout_target(params: dict) -> None:
+    host, port = _portal(params)
+    _run([_iscsiadm(), "-m", "node", "-T", _target(params), "-p", f"{host}:{port}", "--logout"])
+
+
+def logout_all_targets(params: dict) -> None:
+    _run([_iscsiadm(), "-m", "node", "--logoutall=all"])
+
+
+def display_session(params: dict) -> list[str]:
+    return _run([_iscsiadm(), "-m", "session"]).splitlines()
+
+
+METHODS = {
+    "get_initiator_name": get_initiator_name,
+    "discover_portal": discover_portal,
+    "login_target": login_target,
+    "logout_target": logout_target,
+    "logout_all_targets": logout_all_targets,
+    "display_session": display_session,
+}

@@ -1,0 +1,249 @@
+"""The block bridge service: JSON-RPC 2.0 over HTTP, ``POST /targetrpc``.
+
+    python -m iostack.block_bridge.service --config FILE
+
+FILE is JSON:
+
+    {"host": "127.0.0.1", "port": 18700,          # where the API listens
+     "user": "admin", "password": "<secret>",     # HTTP basic auth (required)
+     "state_dir": "/path",                        # volumes.json, FUSE mounts, logs
+     "portal_host": "127.0.0.1", "portal_port": 3260,   # the tgt iSCSI portal
+     "filter_dir": "/path/to/filters",            # default: the native build's
+     "iqn_prefix": "iqn.2026-11.org.iostack",
+     "allowed_devices": ["/dev/"],                # backing devices must be under these
+     "demo_volume": {"name": "demo", "size": 67108864, "filters": "xor(key=0x5a)>bitrev"}}
+
+Only user, password and state_dir are required; ``write_config`` creates a
+file with generated credentials (mode 0600). There is no default password.
+The backing files under ``<state_dir>/block`` are always allowed.
+
+Methods: create_filtered_volume {name, device|serial, filters},
+delete_filtered_volume {name}, list_filtered_volumes, and the initiator
+methods of ``iostack.block_bridge.initiator``. The service starts its own
+tgtd (private control port) and stops it, with every FUSE frontend, on
+SIGTERM/SIGINT. When it is ready it writes ``<state_dir>/block/service.json``
+({url, user, pid}) for the all-in-one to pick up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hmac
+import json
+import logging
+import os
+import secrets
+import signal
+import threading
+from dataclasses import asdict, dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from . import initiator
+from .native_lib import default_filter_dir
+from .rpc import Dispatcher
+from .tgt import Tgtd
+from .volumes import VolumeError, VolumeManager
+
+DEFAULT_PORT = 18700
+MAX_BODY = 1 << 20
+log = logging.getLogger("iostack.block_bridge")
+
+
+@dataclass
+class ServiceConfig:
+    user: str
+    password: str
+    state_dir: str
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    portal_host: str = "127.0.0.1"
+    portal_port: int = 3260
+    filter_dir: str = ""
+    iqn_prefix: str = "iqn.2026-11.org.iostack"
+    allowed_devices: list[str] = field(default_factory=lambda: ["/dev/"])
+    demo_volume: dict[str, Any] | None = None
+
+    @classmethod
+    def load(cls, path: Path) -> ServiceConfig:
+        data = json.loads(Path(path).read_text())
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: expected a JSON object")
+        unknown = set(data) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"{path}: unknown keys {sorted(unknown)}")
+        for key in ("user", "password", "state_dir"):
+            if not isinstance(data.get(key), str) or not data[key]:
+                raise ValueError(f"{path}: '{key}' is required (a non-empty string)")
+        for key in ("port", "portal_port"):
+            if key in data and (not isinstance(data[key], int) or not 0 <= data[key] < 65536):
+                raise ValueError(f"{path}: '{key}' must be a port number")
+        return cls(**data)
+
+
+def write_config(path: Path, state_dir: Path, **overrides: Any) -> ServiceConfig:
+    """Create a config file with generated credentials (mode 0600)."""
+    config = ServiceConfig(user="admin", password=secrets.token_urlsafe(18),
+                           state_dir=str(state_dir), **overrides)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(asdict(config), f, indent=1)
+    return config
+
+
+def _only(params: dict, allowed: set[str], method: str) -> None:
+    unknown = set(params) - allowed
+    if unknown:
+        raise VolumeError("invalid", f"{method}: unknown parameters {sorted(unknown)}; "
+                                     f"expected {sorted(allowed)}")
+
+
+class BlockBridgeService:
+    def __init__(self, config: ServiceConfig) -> None:
+        self.config = config
+        self.state_dir = Path(config.state_dir)
+        self.block_dir = self.state_dir / "block"
+        self.block_dir.mkdir(parents=True, exist_ok=True)
+        self.tgtd = Tgtd(self.block_dir / "tgtd.log", config.portal_host, config.portal_port)
+        self.volumes = VolumeManager(
+            self.state_dir, self.tgtd, Path(config.filter_dir or default_filter_dir()),
+            config.iqn_prefix, [*config.allowed_devices, str(self.block_dir)])
+        self.dispatcher = Dispatcher({
+            "create_filtered_volume": self.create_filtered_volume,
+            "delete_filtered_volume": self.delete_filtered_volume,
+            "list_filtered_volumes": self.list_filtered_volumes,
+            **initiator.METHODS,
+        })
+        self.httpd: ThreadingHTTPServer | None = None
+
+    # -- methods ------------------------------------------------------------
+
+    def create_filtered_volume(self, params: dict) -> dict:
+        _only(params, {"name", "device", "serial", "filters"}, "create_filtered_volume")
+        return self.volumes.create(params.get("name"), params.get("device"),
+                                   params.get("serial"), params.get("filters", []))
+
+    def delete_filtered_volume(self, params: dict) -> None:
+        _only(params, {"name"}, "delete_filtered_volume")
+        self.volumes.delete(params.get("name"))
+
+    def list_filtered_volumes(self, params: dict) -> list[dict]:
+        _only(params, set(), "list_filtered_volumes")
+        return self.volumes.list()
+
+    # -- lifecycle ----------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}/targetrpc"
+
+    def start(self) -> None:
+        self.tgtd.start()
+        try:
+            for problem in self.volumes.restore():
+                log.warning("%s", problem)
+            if self.config.demo_volume:
+                self._demo_volume(self.config.demo_volume)
+            self.httpd = ThreadingHTTPServer((self.config.host, self.config.port),
+                                             self._handler_class())
+        except BaseException:
+            self.volumes.shutdown()
+            self.tgtd.stop()
+            raise
+        threading.Thread(target=self.httpd.serve_forever, name="block-rpc", daemon=True).start()
+        info = {"url": self.url, "user": self.config.user, "pid": os.getpid()}
+        (self.block_dir / "service.json").write_text(json.dumps(info))
+        log.info("block bridge API on %s, iSCSI portal %s:%s", self.url, self.tgtd.host,
+                 self.tgtd.port)
+
+    def _demo_volume(self, demo: dict) -> None:
+        name = demo.get("name", "demo")
+        if name in self.volumes.records:
+            return
+        backing = self.block_dir / f"{name}.img"
+        if not backing.exists():
+            with open(backing, "wb") as f:
+                f.truncate(int(demo.get("size", 64 << 20)))
+        self.volumes.create(name, str(backing), None, demo.get("filters", "nop"))
+
+    def stop(self) -> None:
+        if self.httpd:
+            self.httpd.shutdown()
+            self.httpd.server_close()
+        self.volumes.shutdown()
+        self.tgtd.stop()
+        (self.block_dir / "service.json").unlink(missing_ok=True)
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        service = self
+        expected = "Basic " + base64.b64encode(
+            f"{self.config.user}:{self.config.password}".encode()).decode()
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, fmt: str, *args: Any) -> None:
+                log.debug("%s " + fmt, self.address_string(), *args)
+
+            def _reply(self, status: int, doc: Any = None, text: str = "") -> None:
+                body = json.dumps(doc).encode() if doc is not None else text.encode()
+                self.send_response(status)
+                self.send_header("Content-Type",
+                                 "application/json" if doc is not None else "text/plain")
+                self.send_header("Content-Length", str(len(body)))
+                if status == 401:
+                    self.send_header("WWW-Authenticate", 'Basic realm="iostack-block"')
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:
+                self._reply(405, text="use POST /targetrpc with a JSON-RPC 2.0 body\n")
+
+            def do_POST(self) -> None:
+                if self.path != "/targetrpc":
+                    return self._reply(404, text=f"no such endpoint {self.path}; "
+                                                 "use /targetrpc\n")
+                auth = self.headers.get("Authorization", "")
+                if not hmac.compare_digest(auth.encode(), expected.encode()):
+                    return self._reply(401, text="authentication required\n")
+                try:
+                    length = int(self.headers.get("Content-Length", ""))
+                except ValueError:
+                    return self._reply(411, text="Content-Length required\n")
+                if not 0 < length <= MAX_BODY:
+                    return self._reply(413, text=f"body must be 1..{MAX_BODY} bytes\n")
+                reply = service.dispatcher.handle(self.rfile.read(length))
+                if reply is None:
+                    return self._reply(204)
+                self._reply(200, reply)
+
+        return Handler
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m iostack.block_bridge.service",
+                                     description="IOStack block bridge JSON-RPC service")
+    parser.add_argument("--config", required=True, type=Path, help="JSON config file")
+    parser.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s %(message)s")
+    try:
+        config = ServiceConfig.load(args.config)
+    except (OSError, ValueError, TypeError) as exc:
+        parser.exit(2, f"bad config: {exc}\n")
+    service = BlockBridgeService(config)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    service.start()
+    print(f"block bridge listening on {service.url}", flush=True)
+    try:
+        stop.wait()
+    finally:
+        service.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

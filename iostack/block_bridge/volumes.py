@@ -1,0 +1,205 @@
+"""Filtered volumes: a backing device, a filter stack and an iSCSI export.
+
+``create`` checks everything first (name, stack spec through libiostack,
+backing device, conflicts) and only then builds: a FUSE file whose I/O runs
+through the stack, exported by tgt as LUN 1 of target
+``<iqn_prefix>:<name>``. A failure while building undoes the steps already
+taken, so a volume exists completely or not at all.
+
+Volume records are kept in ``<state_dir>/block/volumes.json`` (JSON, mode
+0600) and re-established when the service starts again; the backing device
+keeps the filtered bytes, so data survive restarts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import threading
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .frontends import FuseVolume
+from .native_lib import StackError, validate
+from .tgt import Tgtd
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+BY_ID = Path("/dev/disk/by-id")
+
+
+class VolumeError(Exception):
+    """A request that cannot be carried out; ``kind`` says why."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind  # "invalid", "conflict", "not_found", "failed"
+
+
+@dataclass
+class VolumeRecord:
+    name: str
+    backing: str
+    spec: str
+    filters: list[str]
+    tid: int
+    iqn: str
+
+
+def spec_from_filters(filters: object) -> tuple[str, list[str]]:
+    """Konnector passes a list (["xor(key=0x5a)", "bitrev"]); a spec string
+    ("xor(key=0x5a)>bitrev") is accepted too. Returns (spec, list)."""
+    if isinstance(filters, str):
+        items = [f.strip() for f in filters.split(">")] if filters.strip() else []
+    elif isinstance(filters, list) and all(isinstance(f, str) for f in filters):
+        items = [f.strip() for f in filters]
+    else:
+        raise VolumeError("invalid", "filters must be a list of filter strings or a spec")
+    if any(not f or ">" in f for f in items):
+        raise VolumeError("invalid", f"filters contain an empty or nested entry: {filters!r}")
+    return ">".join(items), items
+
+
+class VolumeManager:
+    def __init__(self, state_dir: Path, tgtd: Tgtd, filter_dir: Path, iqn_prefix: str,
+                 allowed_devices: list[str]) -> None:
+        self.dir = state_dir / "block"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.tgtd = tgtd
+        self.filter_dir = filter_dir
+        self.iqn_prefix = iqn_prefix
+        self.allowed_devices = [str(Path(p)) for p in allowed_devices]
+        self.lock = threading.Lock()
+        self.records: dict[str, VolumeRecord] = {}
+        self.frontends: dict[str, FuseVolume] = {}
+
+    # -- checks (no side effects) ------------------------------------------
+
+    def _resolve_device(self, device: object, serial: object) -> Path:
+        if (device is None) == (serial is None):
+            raise VolumeError("invalid", "give exactly one of 'device' and 'serial'")
+        if serial is not None:
+            if not isinstance(serial, str) or not re.fullmatch(r"[A-Za-z0-9_.:-]+", serial):
+                raise VolumeError("invalid", f"bad serial {serial!r}")
+            matches = sorted(BY_ID.glob(f"*{serial}")) if BY_ID.is_dir() else []
+            if len(matches) != 1:
+                raise VolumeError("not_found" if not matches else "invalid",
+                                  f"serial {serial!r} matches {len(matches)} devices")
+            device = str(matches[0])
+        if not isinstance(device, str) or not os.path.isabs(device):
+            raise VolumeError("invalid", f"device must be an absolute path, got {device!r}")
+        path = Path(os.path.realpath(device))
+        if not any(path.is_relative_to(prefix) for prefix in self.allowed_devices):
+            raise VolumeError("invalid", f"device {path} is outside the allowed locations "
+                                         f"{self.allowed_devices}")
+        try:
+            mode = path.stat().st_mode
+        except OSError as exc:
+            raise VolumeError("not_found", f"device {path}: {exc.strerror}") from None
+        if not (stat.S_ISREG(mode) or stat.S_ISBLK(mode)):
+            raise VolumeError("invalid", f"device {path} is not a block device or file")
+        return path
+
+    def _check(self, name: object, device: object, serial: object,
+               filters: object) -> tuple[str, Path, str, list[str]]:
+        if not isinstance(name, str) or not NAME_RE.match(name):
+            raise VolumeError("invalid", f"name must match {NAME_RE.pattern}, got {name!r}")
+        spec, items = spec_from_filters(filters)
+        try:
+            validate(spec, self.filter_dir)
+        except StackError as exc:
+            raise VolumeError("invalid", f"bad filters: {exc}") from None
+        backing = self._resolve_device(device, serial)
+        if name in self.records:
+            raise VolumeError("conflict", f"volume {name!r} already exists")
+        for other in self.records.values():
+            if other.backing == str(backing):
+                raise VolumeError("conflict", f"device {backing} is already used by volume "
+                                              f"{other.name!r}")
+        return name, backing, spec, items
+
+    # -- building and tearing down ------------------------------------------
+
+    def _bring_up(self, record: VolumeRecord) -> FuseVolume:
+        volume_dir = self.dir / record.name
+        frontend = FuseVolume(volume_dir / "mnt", Path(record.backing), record.spec,
+                              volume_dir / "fuse.log", filter_dir=self.filter_dir)
+        frontend.start()
+        try:
+            self.tgtd.export(record.tid, record.iqn, frontend.path)
+        except Exception:
+            frontend.stop()
+            raise
+        return frontend
+
+    def describe(self, record: VolumeRecord) -> dict:
+        return {
+            "name": record.name,
+            "device": str(self.frontends[record.name].path),
+            "backing": record.backing,
+            "filters": record.filters,
+            "spec": record.spec,
+            "target_iqn": record.iqn,
+            "lun": 1,
+            "iscsi_url": self.tgtd.url(record.iqn),
+        }
+
+    def create(self, name: object, device: object = None, serial: object = None,
+               filters: object = ()) -> dict:
+        with self.lock:
+            name, backing, spec, items = self._check(name, device, serial, filters)
+            tid = max([r.tid for r in self.records.values()], default=0) + 1
+            record = VolumeRecord(name, str(backing), spec, items, tid,
+                                  f"{self.iqn_prefix}:{name}".lower())
+            try:
+                self.frontends[name] = self._bring_up(record)
+            except Exception as exc:
+                raise VolumeError("failed", f"could not export volume {name!r}: {exc}") from None
+            self.records[name] = record
+            self._save()
+            return self.describe(record)
+
+    def delete(self, name: object) -> None:
+        with self.lock:
+            if not isinstance(name, str) or name not in self.records:
+                raise VolumeError("not_found", f"no volume {name!r}")
+            record = self.records.pop(name)
+            self.tgtd.remove(record.tid)
+            self.frontends.pop(name).stop()
+            self._save()
+
+    def list(self) -> list[dict]:
+        with self.lock:
+            return [self.describe(r) for r in self.records.values()]
+
+    def restore(self) -> list[str]:
+        """Re-export the volumes recorded by a previous run; returns problems."""
+        path = self.dir / "volumes.json"
+        problems = []
+        if not path.exists():
+            return problems
+        for entry in json.loads(path.read_text()):
+            record = VolumeRecord(**entry)
+            try:
+                self.frontends[record.name] = self._bring_up(record)
+                self.records[record.name] = record
+            except Exception as exc:
+                problems.append(f"volume {record.name!r} not restored: {exc}")
+        self._save()
+        return problems
+
+    def shutdown(self) -> None:
+        """Stop the frontends; records stay for the next start."""
+        with self.lock:
+            for name in list(self.frontends):
+                self.tgtd.remove(self.records[name].tid)
+                self.frontends.pop(name).stop()
+
+    def _save(self) -> None:
+        path = self.dir / "volumes.json"
+        tmp = path.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump([asdict(r) for r in self.records.values()], f, indent=1)
+        os.replace(tmp, path)
