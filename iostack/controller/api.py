@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from flask import Blueprint, Flask, Response, current_app, jsonify, request
+from flask import Blueprint, Flask, Response, current_app, g, jsonify, request
 from werkzeug.exceptions import HTTPException
 
 from iostack.controller.auth import Authenticator, AuthError, Principal, request_token
@@ -130,7 +130,9 @@ def _redact_params(items: list[dict[str, Any]]) -> set[str]:
 
     Returns the hidden values that were strings.
     """
-    filters = _ctl().registries.vocabulary().filters
+    if "filters" not in g:  # once per request, however many records are shown
+        g.filters = _ctl().registries.vocabulary().filters
+    filters = g.filters
     hidden = set()
     for item in items:
         meta = filters.get(item.get("filter"))
