@@ -2,9 +2,9 @@
 
 ``aio`` (session scope) gives integration tests a running all-in-one: the one
 ``make run`` started (``.iostack/`` or ``$IOSTACK_STATE_DIR``) if it answers,
-otherwise a private stack started for this test session in
-``$IOSTACK_TEST_STATE_DIR`` (default ``.iostack-test/`` in the checkout) on
-free ports, and stopped when the session ends. It returns the stack's
+otherwise a private stack started for this test session under
+``$IOSTACK_TEST_STATE_DIR`` (default ``.iostack-test/<pid>`` in the checkout)
+on free ports, and stopped when the session ends. It returns the stack's
 ``aio.json`` as a dict.
 """
 

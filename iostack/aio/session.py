@@ -1,14 +1,16 @@
 """A running all-in-one for tests and benchmarks: reuse ``make run``'s, or start a private one.
 
 ``running_stack()`` yields the ``aio.json`` of the stack ``make run`` started
-when it answers; otherwise it starts a private stack in ``private_state_dir``
-on free ports (through the ``iostack aio`` command, so its daemons are not
-children of the caller) and stops it on exit.
+when it answers; otherwise it starts a private stack on free ports (through
+the ``iostack aio`` command, so its daemons are not children of the caller)
+and stops it on exit.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 import urllib.request
@@ -54,15 +56,25 @@ def answering_stack() -> dict[str, Any] | None:
 
 
 @contextmanager
-def running_stack(private_state_dir: Path) -> Iterator[dict[str, Any]]:
+def running_stack(private_root: Path) -> Iterator[dict[str, Any]]:
+    """``make run``'s stack, or a private one in ``private_root/<pid>`` for this caller.
+
+    Each caller gets its own state dir, so test sessions and benchmarks that
+    run at the same time never share (or stop) each other's stack. A stack
+    that started and stopped cleanly leaves nothing behind; after a failure
+    its state dir and logs stay for inspection.
+    """
     running = answering_stack()
     if running:
         yield running
         return
-    started = aio_command("start", private_state_dir, "--json", *free_port_args())
+    state_dir = private_root / str(os.getpid())
+    started = aio_command("start", state_dir, "--json", *free_port_args())
     if started.returncode != 0:
+        aio_command("stop", state_dir)
         raise StackStartError(f"all-in-one did not start:\n{started.stdout}\n{started.stderr}")
     try:
         yield json.loads(started.stdout)
     finally:
-        aio_command("stop", private_state_dir)
+        if aio_command("stop", state_dir).returncode == 0:
+            shutil.rmtree(state_dir, ignore_errors=True)

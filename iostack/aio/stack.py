@@ -107,7 +107,9 @@ class AllInOne:
             "amqp_url": amqp.url,
             "admin_token": secrets["controller_token"],
             "state_dir": str(self.state_dir),
-            "auth_url": f"{cfg.proxy_url}/auth/v1.0",
+            # Lets tenants read their own policies with their Swift token.
+            "swift_url": cfg.proxy_url,
+            "tenants": list(aio_secrets.TENANTS),
         })
         self._start_process(
             CONTROLLER,

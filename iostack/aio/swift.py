@@ -137,12 +137,15 @@ class SwiftLayout:
         if server == "proxy":
             self._proxy_sections(conf)
             return conf
-        storlets = " storlet_handler" if server == "object" else ""
-        conf["pipeline:main"] = {"pipeline": f"healthcheck recon{storlets} {server}-server"}
+        # Storlets see what the IOStack object layer decodes, never stored bytes.
+        extra = " storlet_handler iostack" if server == "object" else ""
+        conf["pipeline:main"] = {"pipeline": f"healthcheck recon{extra} {server}-server"}
         conf[f"app:{server}-server"] = {"use": f"egg:swift#{server}"}
         if server == "object":
             conf["filter:storlet_handler"] = storlet_conf.filter_section(
                 self.swift_dir, "object", RESELLER_PREFIX.rstrip("_"))
+            # No key file here: encryption runs only on proxies.
+            conf["filter:iostack"] = {"use": "egg:iostack#iostack_object"}
         if server == "container":
             conf["container-updater"] = {"interval": "5", "concurrency": "1"}
         conf["filter:healthcheck"] = {"use": "egg:swift#healthcheck"}

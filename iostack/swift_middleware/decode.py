@@ -17,29 +17,12 @@ from swift.common.swob import HTTPInternalServerError, Request, Response, multi_
 from iostack.filters.base import ByteSource, FilterContext
 from iostack.filters.errors import FilterError
 from iostack.filters.registry import get_filter
-from iostack.swift_middleware.record import (
-    ETAG_HEADER,
-    OVERRIDE_PREFIX,
-    PIPELINE_HEADER,
-    SYSMETA_PREFIX,
-    load_pipeline,
-    original_size,
-)
+from iostack.swift_middleware.record import Layer, load_pipeline, original_size
 from iostack.swift_middleware.source import SwiftObjectSource
 
 # Headers of the stored representation that must not reach the client as they are.
 _STORED_ONLY = ("Content-Length", "Content-Range", "Etag", "Accept-Ranges")
-
-
-def describes_stored_form(header: str) -> bool:
-    """Our record and the listing overrides describe the stored bytes, not the tenant's.
-
-    They never travel with the decoded body: a server-side copy would otherwise
-    attach them to a destination stored in another form.
-    """
-    name = header.title()
-    return (name in _STORED_ONLY or name.startswith(SYSMETA_PREFIX)
-            or name.startswith(OVERRIDE_PREFIX))
+_CONDITIONALS = ("If-Match", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since")
 
 
 class ViewAppIter:
@@ -83,18 +66,26 @@ def _abort(request: Request, exc: FilterError) -> Exception:
     return RuntimeError(f"IOStack: reading {path} failed after the headers were sent: {exc}")
 
 
-def is_filtered(resp: Response) -> bool:
-    return PIPELINE_HEADER in resp.headers
+def is_filtered(resp: Response, layer: Layer) -> bool:
+    return layer.pipeline_header in resp.headers
 
 
-def decoded_response(app, request: Request, resp: Response, context: FilterContext) -> Response:
-    """Rebuild a successful backend GET/HEAD response of a filtered object."""
+def decoded_response(app, request: Request, resp: Response, context: FilterContext,
+                     layer: Layer, conditionals: bool = True,
+                     lower_etag_at: str | None = None) -> Response:
+    """Rebuild a backend GET/HEAD response of an object ``layer`` filtered.
+
+    ``conditionals=False`` leaves ``If-*`` headers to whoever already
+    evaluated them (the object server, against the tenant's ETag) and lets the
+    rebuilt response answer only ``Range``. ``lower_etag_at`` names the sysmeta
+    where a layer below keeps the ETag of what it presents (for pinning reads).
+    """
     try:
-        applied = load_pipeline(resp.headers[PIPELINE_HEADER])
-        size = original_size(resp.headers)
-        etag = resp.headers.get(ETAG_HEADER, "")
-        headers = {k: v for k, v in resp.headers.items() if not describes_stored_form(k)}
-        headers["Etag"] = etag  # unquoted, as Swift's proxy sends it
+        applied = load_pipeline(resp.headers[layer.pipeline_header])
+        size = original_size(resp.headers, layer)
+        headers = {k: v for k, v in resp.headers.items()
+                   if k.title() not in _STORED_ONLY and not layer.describes_stored_form(k)}
+        headers["Etag"] = resp.headers.get(layer.etag_header, "")  # unquoted, as Swift sends it
         headers["Accept-Ranges"] = "bytes"
         if request.method == "HEAD" or resp.status_int not in (200, 206):
             # HEAD, 304 and 412 carry no body: only the headers change.
@@ -103,9 +94,10 @@ def decoded_response(app, request: Request, resp: Response, context: FilterConte
             out.content_length = size if resp.status_int == 200 else 0
             return out
         if resp.status_int == 206:
-            raise FilterError("object server honoured Range on a filtered object")
+            raise FilterError("the object server honoured Range on a filtered object")
         source = SwiftObjectSource(app, request, int(resp.headers["Content-Length"]),
-                                   resp.headers["Etag"].strip('"'), resp.app_iter)
+                                   resp.headers["Etag"].strip('"'), resp.app_iter,
+                                   etag_is_at=lower_etag_at)
         view: ByteSource = source
         for entry in reversed(applied):
             view = get_filter(entry.name).open_view(view, entry.meta, context)
@@ -115,7 +107,12 @@ def decoded_response(app, request: Request, resp: Response, context: FilterConte
         return HTTPInternalServerError(
             request=request, body=f"IOStack: cannot decode {request.path}: {exc}",
             content_type="text/plain")
-    out = Response(request=request, headers=headers, conditional_response=True,
+    answer_to = request
+    if not conditionals:
+        answer_to = Request(dict(request.environ))
+        for name in _CONDITIONALS:
+            answer_to.headers.pop(name, None)
+    out = Response(request=answer_to, headers=headers, conditional_response=True,
                    app_iter=ViewAppIter(view, source, request))
     out.content_length = size
     return out

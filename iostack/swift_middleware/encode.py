@@ -40,10 +40,15 @@ READ_CHUNK = 65536
 class EncodingInput:
     """File-like ``wsgi.input`` that yields the encoded body."""
 
-    def __init__(self, request: Request, encoders: list[tuple[AppliedFilter, Encoder]]) -> None:
+    def __init__(self, request: Request, encoders: list[tuple[AppliedFilter, Encoder]],
+                 client_input=None, expected_length: int | None = None) -> None:
+        """Encode ``client_input`` (default: the request's body and its Content-Length)."""
         self.request = request
-        self.client_input = request.environ["wsgi.input"]
-        self.expected_length = request.content_length  # None for chunked uploads
+        if client_input is None:
+            client_input = request.environ["wsgi.input"]
+            expected_length = request.content_length  # None for chunked uploads
+        self.client_input = client_input
+        self.expected_length = expected_length
         self.encoders = encoders
         self.md5 = hashlib.md5(usedforsecurity=False)
         self.received = 0

@@ -21,13 +21,15 @@ Configuration (``[filter:iostack]`` in proxy-server.conf)::
     policy_cache_size = 10000              # cached policy lookups
     policy_cache_max_age = 30              # seconds; pub/sub normally invalidates sooner
 
-Stages and sandboxing: filters staged ``ON OBJECT`` or marked sandboxed run
-here, at the proxy, until the object-server middleware and the Storlets
-runtime take them over.
+Stages: filters staged ``ON PROXY`` (the default) run here; those staged
+``ON OBJECT`` are checked here and handed to the object servers' middleware
+(``iostack.swift_middleware.object``) in a backend header. Filters marked
+sandboxed run natively here until the Storlets runtime takes them over.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -55,8 +57,11 @@ from iostack.swift_middleware.encode import EncodingInput, install_footers
 from iostack.swift_middleware.policies import reader_settings, shared_reader
 from iostack.swift_middleware.record import (
     ETAG_HEADER,
+    OBJECT_FILTERS_HEADER,
+    OBJECT_LAYER,
     PIPELINE_HEADER,
     SYSMETA_PREFIX,
+    TENANT_LAYER,
     AppliedFilter,
 )
 
@@ -101,9 +106,11 @@ class IOStackProxyMiddleware:
         update_etag_is_at_header(req, ETAG_HEADER)
         update_ignore_range_header(req, PIPELINE_HEADER)
         resp = req.get_response(self.app)
-        if not is_filtered(resp) or resp.status_int >= 300 and resp.status_int not in (304, 412):
+        if (not is_filtered(resp, TENANT_LAYER)
+                or resp.status_int >= 300 and resp.status_int not in (304, 412)):
             return resp
-        return decoded_response(self.app, req, resp, context)
+        return decoded_response(self.app, req, resp, context, TENANT_LAYER,
+                                lower_etag_at=OBJECT_LAYER.etag_header)
 
     # -- PUT -------------------------------------------------------------------
     def handle_put(self, req: Request, context: FilterContext):
@@ -112,9 +119,11 @@ class IOStackProxyMiddleware:
         for name in [h for h in req.headers if h.title().startswith(SYSMETA_PREFIX)]:
             del req.headers[name]
         try:
-            encoders = self._encoders(req, context)
+            encoders, object_filters = self._encoders(req, context)
         except HTTPException as error:
             return error
+        if object_filters:
+            req.headers[OBJECT_FILTERS_HEADER] = json.dumps(object_filters)
         if not encoders:
             return self.app
         client_etag = req.headers.pop("Etag", None)
@@ -140,11 +149,16 @@ class IOStackProxyMiddleware:
             raise HTTPServiceUnavailable(
                 request=req, body="IOStack: policy store unavailable, try again later",
                 content_type="text/plain") from None
-        encoders = []
+        encoders, object_filters = [], []
         for entry in pipeline:
             try:
                 spec = get_filter(entry.filter)
                 if not spec.transforms_body:
+                    continue
+                if entry.stage == "object":
+                    # Checked here, run by the object servers' middleware.
+                    spec.validate(entry.params)
+                    object_filters.append({"name": spec.name, "params": entry.params})
                     continue
                 encoder = spec.encoder(entry.params, context)
             except FilterError as exc:
@@ -154,7 +168,7 @@ class IOStackProxyMiddleware:
             secret = {p.name for p in spec.metadata.params if p.type == "secret"}
             params = {k: v for k, v in spec.validate(entry.params).items() if k not in secret}
             encoders.append((AppliedFilter(spec.name, params, {}), encoder))
-        return encoders
+        return encoders, object_filters
 
 
 def filter_factory(global_conf: dict[str, Any], **local_conf: Any):

@@ -1,7 +1,9 @@
 """What an object's sysmeta says about how IOStack stored it.
 
-On PUT the proxy middleware records, as object sysmeta sent in the PUT's
-footers (so it is committed atomically with the body):
+Filters run in two layers: the proxy's (``ON PROXY``) and, below it, the
+object servers' (``ON OBJECT``). Each layer records what it did in its own
+sysmeta, as footers committed atomically with the body. The proxy layer
+(``TENANT_LAYER``) records:
 
 ``X-Object-Sysmeta-Iostack-Pipeline``
     JSON list, in write order, of ``{"name", "params", "meta"}``: each filter
@@ -11,9 +13,12 @@ footers (so it is committed atomically with the body):
     MD5 and length of the body the tenant sent.
 
 plus Swift's container-update overrides, so listings show the tenant's size
-and ETag. GET and HEAD undo exactly what the record says, whatever the
-policies say today. The record is parsed as JSON and checked field by field:
-object metadata is never evaluated or unpickled.
+and ETag. The object layer (``OBJECT_LAYER``) records the same three items
+under ``X-Object-Sysmeta-Iostack-Object-*`` about the bytes the object server
+received (the proxy layer's output). GET and HEAD undo exactly what the
+records say, whatever the policies say today, lower layer first. Records are
+parsed as JSON and checked field by field: object metadata is never evaluated
+or unpickled.
 """
 
 from __future__ import annotations
@@ -30,8 +35,32 @@ PIPELINE_HEADER = SYSMETA_PREFIX + "Pipeline"
 ETAG_HEADER = SYSMETA_PREFIX + "Etag"
 SIZE_HEADER = SYSMETA_PREFIX + "Size"
 OVERRIDE_PREFIX = "X-Object-Sysmeta-Container-Update-Override-"
+OBJECT_SYSMETA_PREFIX = SYSMETA_PREFIX + "Object-"
+# The proxy tells the object servers which filters to run ON OBJECT (gatekeeper
+# strips X-Backend-* headers from clients, so only the proxy can send it).
+OBJECT_FILTERS_HEADER = "X-Backend-Iostack-Object-Filters"
 # Swift's header values are limited (8 KiB per line in the servers); keep well below.
 MAX_RECORD_BYTES = 4096
+
+
+@dataclass(frozen=True)
+class Layer:
+    """The sysmeta names of one layer's record."""
+
+    pipeline_header: str
+    size_header: str
+    etag_header: str
+    # Headers that describe this layer's stored form; they never travel with
+    # the decoded body (a server-side copy would attach them to another object).
+    stored_form_prefixes: tuple[str, ...]
+
+    def describes_stored_form(self, header: str) -> bool:
+        return header.title().startswith(self.stored_form_prefixes)
+
+
+TENANT_LAYER = Layer(PIPELINE_HEADER, SIZE_HEADER, ETAG_HEADER, (SYSMETA_PREFIX, OVERRIDE_PREFIX))
+OBJECT_LAYER = Layer(OBJECT_SYSMETA_PREFIX + "Pipeline", OBJECT_SYSMETA_PREFIX + "Size",
+                     OBJECT_SYSMETA_PREFIX + "Etag", (OBJECT_SYSMETA_PREFIX,))
 
 
 @dataclass(frozen=True)
@@ -75,11 +104,11 @@ def _str_map(value: Any) -> bool:
     )
 
 
-def original_size(headers: Mapping[str, str]) -> int:
+def original_size(headers: Mapping[str, str], layer: Layer) -> int:
     try:
-        size = int(headers[SIZE_HEADER])
+        size = int(headers[layer.size_header])
     except (KeyError, ValueError):
-        raise IntegrityError(f"object sysmeta: {SIZE_HEADER} missing or bad") from None
+        raise IntegrityError(f"object sysmeta: {layer.size_header} missing or bad") from None
     if size < 0:
-        raise IntegrityError(f"object sysmeta: {SIZE_HEADER} is negative")
+        raise IntegrityError(f"object sysmeta: {layer.size_header} is negative")
     return size

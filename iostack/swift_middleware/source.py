@@ -21,6 +21,7 @@ from iostack.filters.base import check_range
 from iostack.filters.errors import IntegrityError
 
 SWIFT_SOURCE = "IOS"  # marks our sub-requests in the proxy log
+POLICY_INDEX = "X-Backend-Storage-Policy-Index"
 
 
 class ObjectChanged(IntegrityError):
@@ -31,9 +32,16 @@ class SwiftObjectSource:
     """Random access to one stored object version."""
 
     def __init__(self, app, request: Request, length: int, stored_etag: str,
-                 body: Iterator[bytes] | None = None) -> None:
+                 body: Iterator[bytes] | None = None, etag_is_at: str | None = None) -> None:
+        """``etag_is_at``: where a lower layer keeps the ETag of what it presents."""
         self.app = app
         self.request = request
+        self.pin = {"If-Match": stored_etag}
+        if etag_is_at:
+            self.pin["X-Backend-Etag-Is-At"] = etag_is_at
+        policy = request.headers.get(POLICY_INDEX)
+        if policy is not None:  # object servers need it; the proxy works it out
+            self.pin[POLICY_INDEX] = policy
         self._length = length
         self.stored_etag = stored_etag
         self._body = iter(body) if body is not None else None
@@ -71,7 +79,7 @@ class SwiftObjectSource:
         self.subrequests += 1
         sub = make_subrequest(
             self.request.environ, method="GET", path=self.request.path_info,
-            headers={"Range": f"bytes={start}-{end - 1}", "If-Match": self.stored_etag},
+            headers={"Range": f"bytes={start}-{end - 1}", **self.pin},
             swift_source=SWIFT_SOURCE,
         )
         resp = sub.get_response(self.app)

@@ -76,7 +76,8 @@ def stored(aio) -> Callable[[str, str, str], tuple[dict[str, str], bytes]]:
 
     def read(account: str, container: str, obj: str) -> tuple[dict[str, str], bytes]:
         part, nodes = ring.get_nodes(account, container, obj)
-        headers, body = direct_client.direct_get_object(nodes[0], part, account, container, obj)
+        headers, body = direct_client.direct_get_object(
+            nodes[0], part, account, container, obj, headers={"X-Backend-Iostack-Raw": "true"})
         return {k.lower(): v for k, v in headers.items()}, body
 
     return read
