@@ -41,17 +41,11 @@ from storlets.gateway.common.exceptions import StorletTimeout
 from storlets.gateway.gateways.container.gateway import StorletGatewayContainer
 from storlets.gateway.gateways.container.runtime import RunTimeSandbox
 from storlets.sbus import SBus
-from storlets.sbus import command as sbus_cmd
-from storlets.sbus import file_description as sbus_fd
-from storlets.sbus.datagram import SBusFileDescriptor, build_datagram
 from swift.common.swob import HTTPBadRequest, HTTPServiceUnavailable
 
 from iostack.storlet_runtime.config import SandboxConfig
 from iostack.storlet_runtime.sandbox import ScopeSandbox, bwrap_command
-
-# sbus.c receives into a 4096-byte buffer: three int lengths, then metadata and params JSON.
-SBUS_MAX_MESSAGE = 4096
-SBUS_HEADER = 3 * 4
+from iostack.storlet_runtime.sbus_limits import SBUS_MAX_MESSAGE, execute_message_size
 
 
 def run_dir(gateway_conf: dict[str, Any]) -> str:
@@ -66,6 +60,8 @@ class BwrapRunTimeSandbox(RunTimeSandbox):
     def __init__(self, scope: str, conf: dict[str, Any], logger: Any) -> None:
         super().__init__(scope, conf, logger)
         self.config = SandboxConfig.from_gateway_conf(conf)
+        # The host side of SBus loads the library through this class attribute.
+        SBus.SBUS_SO_NAME = self.config.libsbus_path
         self.process = ScopeSandbox(run_dir(conf), scope)
         self.stderr_path = os.path.join(self.paths.host_log_root_dir, scope, "sandbox.log")
 
@@ -97,39 +93,12 @@ class BwrapRunTimeSandbox(RunTimeSandbox):
             return self.process.stop(self.sandbox_stop_timeout)
 
 
-def execute_message_size(sreq: Any, storlet_dir: str) -> int:
-    """Bytes of the SBus execute message ``sreq`` will produce.
-
-    Mirrors the descriptors ``StorletInvocationProtocol`` sends; fd numbers
-    travel out of band, so placeholders do not change the size.
-    """
-    params = dict(sreq.params)
-    params["storlet_execution_path"] = storlet_dir
-    range_md = {"start": str(sreq.start), "end": str(sreq.end)} if sreq.has_range else {}
-    sfds = [
-        SBusFileDescriptor(sbus_fd.SBUS_FD_SERVICE_OUT, -1),
-        SBusFileDescriptor(sbus_fd.SBUS_FD_INPUT_OBJECT, -1,
-                           storage_metadata=sreq.data.user_metadata, storlets_metadata=range_md),
-        SBusFileDescriptor(sbus_fd.SBUS_FD_OUTPUT_OBJECT, -1),
-        SBusFileDescriptor(sbus_fd.SBUS_FD_OUTPUT_OBJECT_METADATA, -1),
-        SBusFileDescriptor(sbus_fd.SBUS_FD_LOGGER, -1),
-    ]
-    sfds += [SBusFileDescriptor(sbus_fd.SBUS_FD_INPUT_OBJECT, -1,
-                                storage_metadata=extra.user_metadata)
-             for extra in sreq.extra_data_list]
-    datagram = build_datagram(sbus_cmd.SBUS_CMD_EXECUTE, sfds, params, None)
-    return (SBUS_HEADER + len(datagram.serialized_metadata.encode())
-            + len(datagram.serialized_cmd_params.encode()))
-
-
 class BwrapStorletGateway(StorletGatewayContainer):
     sandbox = BwrapRunTimeSandbox
 
     def __init__(self, conf: dict[str, Any], logger: Any, scope: str) -> None:
         super().__init__(conf, logger, scope)
         self.sandbox_config = SandboxConfig.from_gateway_conf(conf)
-        # The host side of SBus loads the library through this class attribute.
-        SBus.SBUS_SO_NAME = self.sandbox_config.libsbus_path
 
     def invocation_flow(self, sreq: Any) -> Any:
         size = execute_message_size(sreq, self.paths.get_sbox_storlet_dir(sreq.storlet_main))

@@ -100,6 +100,26 @@ def bwrap_command(cfg: SandboxConfig, scope: str, host_pipe_dir: str,
     return limits + isolation + filesystem + environment + ["--"] + agent
 
 
+def check_reachable(path: str, uid: int | None, gid: int | None) -> None:
+    """Raise if the sandbox user cannot reach ``path`` (bwrap binds with its rights).
+
+    A private parent directory (e.g. ``0700``) makes bwrap fail with a bare
+    "Permission denied"; this names the directory instead.
+    """
+    if uid is None:
+        return
+    current = Path(path).resolve()
+    for directory in (current, *current.parents):
+        st = directory.stat()
+        bits = 0o001 if st.st_uid != uid and st.st_gid != gid else \
+            (0o100 if st.st_uid == uid else 0o010)
+        if not st.st_mode & bits:
+            raise SandboxStartError(
+                f"the sandbox user (uid {uid}) cannot enter {directory} "
+                f"(mode {st.st_mode & 0o777:o}); put the storlet directories elsewhere "
+                "or make it traversable")
+
+
 def process_start_time(pid: int) -> int | None:
     """Start time of ``pid`` in clock ticks since boot, or None if it is gone or a zombie."""
     try:
@@ -155,6 +175,9 @@ class ScopeSandbox:
 
     def start(self, argv: list[str], cfg: SandboxConfig, stderr_path: str | Path) -> int:
         """Start the sandbox (caller holds the lock and has stopped any previous one)."""
+        for directory in (host_dir for flag, host_dir in zip(argv, argv[1:], strict=False)
+                          if flag == "--bind" and host_dir != "/dev/log"):
+            check_reachable(directory, cfg.uid, cfg.gid)
         for exe in (argv[0], cfg.bwrap_path, cfg.libsbus_path):
             if not os.path.exists(exe):
                 raise SandboxStartError(

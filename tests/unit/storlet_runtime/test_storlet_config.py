@@ -1,0 +1,52 @@
+"""Gateway config parsing for the bubblewrap sandbox."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from iostack.storlet_runtime.config import SandboxConfig, SandboxConfigError, parse_size
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("1024", 1024), ("64K", 64 << 10), ("512m", 512 << 20), ("1G", 1 << 30),
+    ("2GiB", 2 << 30), (" 3 M ", 3 << 20),
+])
+def test_sizes(text, expected):
+    assert parse_size("k", text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "1.5G", "-1", "lots", "1X"])
+def test_bad_sizes_name_the_key(text):
+    with pytest.raises(SandboxConfigError, match="sandbox_tmp_size"):
+        SandboxConfig.from_gateway_conf({"sandbox_tmp_size": text})
+
+
+def test_defaults():
+    cfg = SandboxConfig.from_gateway_conf({})
+    assert cfg.mem_limit == 1 << 30
+    assert cfg.cpu_seconds == 60 and cfg.pids_limit == 128
+    assert cfg.python == "/usr/bin/python3"
+    assert cfg.libsbus_path.endswith("build/storlet_runtime/libsbus.so")
+    # The agent's Python path holds the storlets package (and iostack's, for packaged filters).
+    assert any(os.path.isdir(os.path.join(p, "storlets", "agent")) for p in cfg.python_path)
+    if os.geteuid() == 0:
+        assert cfg.uid not in (None, 0)
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("sandbox_cpu_seconds", "0"), ("sandbox_cpu_seconds", "ten"), ("container_pids_limit", "-3"),
+])
+def test_bad_numbers(key, value):
+    with pytest.raises(SandboxConfigError, match=key):
+        SandboxConfig.from_gateway_conf({key: value})
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox user applies only when run as root")
+def test_root_sandbox_user_is_refused():
+    with pytest.raises(SandboxConfigError, match="must not run as root"):
+        SandboxConfig.from_gateway_conf({"sandbox_user": "root"})
+    with pytest.raises(SandboxConfigError, match="no such user"):
+        SandboxConfig.from_gateway_conf({"sandbox_user": "no-such-user-here"})
+    assert SandboxConfig.from_gateway_conf({"sandbox_user": "4242"}).uid == 4242
