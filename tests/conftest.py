@@ -5,16 +5,18 @@
 otherwise a private stack started for this test session under
 ``$IOSTACK_TEST_STATE_DIR`` (default ``.iostack-test/<pid>`` in the checkout)
 on free ports, and stopped when the session ends. It returns the stack's
-``aio.json`` as a dict.
+``aio.json`` as a dict; ``swift_for(tenant)`` connects to it as a tenant.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+import swiftclient
 
 from iostack.aio.session import StackStartError, running_stack
 
@@ -29,3 +31,16 @@ def aio() -> Any:
             yield info
     except StackStartError as exc:
         pytest.fail(str(exc))
+
+
+@pytest.fixture(scope="session")
+def swift_for(aio: dict[str, Any]) -> Callable[[str], swiftclient.Connection]:
+    """``swift_for("t1")``: a swiftclient connection authenticated as that tenant's user."""
+
+    def connect(tenant: str) -> swiftclient.Connection:
+        creds = aio["tenants"][tenant]
+        return swiftclient.Connection(
+            authurl=aio["auth_url"], user=creds["user"], key=creds["key"], retries=0
+        )
+
+    return connect

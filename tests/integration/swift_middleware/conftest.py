@@ -45,17 +45,6 @@ def policies(aio) -> Iterator[Policies]:
     added.cleanup()
 
 
-@pytest.fixture(scope="session")
-def swift_for(aio: dict[str, Any]) -> Callable[[str], swiftclient.Connection]:
-    def connect(tenant: str) -> swiftclient.Connection:
-        creds = aio["tenants"][tenant]
-        return swiftclient.Connection(
-            authurl=aio["auth_url"], user=creds["user"], key=creds["key"], retries=0
-        )
-
-    return connect
-
-
 @pytest.fixture
 def t1(swift_for) -> swiftclient.Connection:
     return swift_for("t1")
