@@ -17,9 +17,13 @@ Storlets hands every gateway the ``[DEFAULT]`` section of the file named by
     (the system ``/usr/bin/python3``, because ``/usr`` is what is mounted).
 ``sandbox_python_path``
     Host directories (``:``-separated) bound read-only into the sandbox and
-    put on the agent's ``PYTHONPATH``; default: the directories holding the
-    ``storlets`` and ``iostack`` packages, so the agent and packaged iostack
-    filters import.
+    put on the agent's ``PYTHONPATH``; default: the site-packages directory
+    holding ``storlets`` (and the filters' libraries: zstandard, cryptography).
+``sandbox_python_packages``
+    Package directories (``:``-separated) bound read-only one by one, so a
+    package can be shared without the directory around it; default: the
+    ``iostack`` package (its checkout also holds the all-in-one's state and
+    secrets, which must stay outside).
 ``sandbox_user``
     Host user (name or number) the sandbox runs as when the server runs as
     root (default ``nobody``). Never root: the kernel does not apply the
@@ -41,6 +45,7 @@ Storlets hands every gateway the ``[DEFAULT]`` section of the file named by
 
 from __future__ import annotations
 
+import importlib
 import os
 import pwd
 import re
@@ -90,13 +95,12 @@ def _user_ids(user: str) -> tuple[int, int]:
     return entry.pw_uid, entry.pw_gid
 
 
-def _default_python_path() -> list[str]:
-    import storlets
+def _path_list(conf: Mapping[str, str], key: str, default: str) -> tuple[str, ...]:
+    return tuple(p for p in str(conf.get(key, default)).split(":") if p)
 
-    import iostack
 
-    return [str(Path(storlets.__file__).resolve().parents[1]),
-            str(Path(iostack.__file__).resolve().parents[1])]
+def _package_dir(module: str) -> str:
+    return str(Path(importlib.import_module(module).__file__).resolve().parent)
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,7 @@ class SandboxConfig:
     prlimit_path: str
     python: str
     python_path: tuple[str, ...]
+    python_packages: tuple[str, ...]
     uid: int | None  # None: run as the server's own user (it is not root)
     gid: int | None
     mem_limit: int
@@ -122,14 +127,14 @@ class SandboxConfig:
                 raise SandboxConfigError("sandbox_user: the sandbox must not run as root")
         else:
             uid = gid = None
-        path = conf.get("sandbox_python_path")
-        python_path = path.split(":") if path else _default_python_path()
         return cls(
             libsbus_path=str(conf.get("libsbus_path", DEFAULT_LIBSBUS)),
             bwrap_path=str(conf.get("bwrap_path", "/usr/bin/bwrap")),
             prlimit_path=str(conf.get("prlimit_path", "/usr/bin/prlimit")),
             python=str(conf.get("sandbox_python", "/usr/bin/python3")),
-            python_path=tuple(p for p in python_path if p),
+            python_path=_path_list(conf, "sandbox_python_path",
+                                   str(Path(_package_dir("storlets")).parent)),
+            python_packages=_path_list(conf, "sandbox_python_packages", _package_dir("iostack")),
             uid=uid,
             gid=gid,
             mem_limit=parse_size("sandbox_memory_limit", conf.get("sandbox_memory_limit", "1G")),

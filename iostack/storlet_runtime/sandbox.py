@@ -10,9 +10,10 @@ request) with:
 - a read-only root built from scratch: ``/usr`` (read-only), ``/proc``, a
   minimal ``/dev``, a private size-limited ``/tmp``, and only the scope's
   storlet directory (``/var/lib/storlets``, read-only), its channel directory
-  (``/mnt/channels``, where SBus sockets live), ``libsbus.so`` and the agent's
-  Python path under ``/usr/local/lib/storlets``; ``/etc``, ``/root``, the
-  Swift configs and the devices are simply not there;
+  (``/mnt/channels``, where SBus sockets live), ``libsbus.so``, the agent's
+  Python path and single packages (``iostack``) under
+  ``/usr/local/lib/storlets``; ``/etc``, ``/root``, the Swift configs, the
+  all-in-one's state and the devices are simply not there;
 - rlimits set by ``prlimit`` before bwrap starts, inherited by every process
   inside: address space, CPU seconds, process count, file size, no core
   dumps; and, when the server runs as root, an unprivileged host user.
@@ -45,6 +46,7 @@ from iostack.storlet_runtime.config import SandboxConfig
 
 SANDBOX_LIB_DIR = "/usr/local/lib/storlets"
 SANDBOX_PYTHON_DIR = SANDBOX_LIB_DIR + "/python"
+SANDBOX_PACKAGE_DIR = SANDBOX_LIB_DIR + "/packages"
 SANDBOX_STORLET_DIR = "/var/lib/storlets"
 SANDBOX_CHANNEL_DIR = "/mnt/channels"
 FACTORY_PIPE = SANDBOX_CHANNEL_DIR + "/factory_pipe"
@@ -80,6 +82,10 @@ def bwrap_command(cfg: SandboxConfig, scope: str, host_pipe_dir: str,
     python_dirs = [f"{SANDBOX_PYTHON_DIR}/{i}" for i in range(len(cfg.python_path))]
     for host_dir, inside in zip(cfg.python_path, python_dirs, strict=True):
         filesystem += ["--ro-bind", host_dir, inside]
+    for package in cfg.python_packages:
+        filesystem += ["--ro-bind", package, f"{SANDBOX_PACKAGE_DIR}/{os.path.basename(package)}"]
+    if cfg.python_packages:
+        python_dirs.insert(0, SANDBOX_PACKAGE_DIR)
     filesystem += [
         "--bind", host_pipe_dir, SANDBOX_CHANNEL_DIR,
         "--ro-bind", host_storlet_dir, SANDBOX_STORLET_DIR,

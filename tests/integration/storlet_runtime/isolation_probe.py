@@ -4,6 +4,8 @@ Uploaded by the isolation tests; the ``check`` parameter selects the probe:
 
 - ``network`` (``port``): connect to a TCP listener on the host's loopback;
 - ``files`` (``paths``, comma-separated): which host paths are visible;
+- ``secrets``: walk the sandbox's own file tree (all but /proc, /sys, /dev and
+  the distribution's /usr) for anything that looks like host state or keys;
 - ``write`` (``paths``): which paths can be created and written;
 - ``caps``: the capability sets from /proc/self/status;
 - ``memory`` (``mib``): try to allocate that much;
@@ -33,6 +35,22 @@ def _network(params):
 
 def _files(params):
     return {path: os.path.exists(path) for path in params["paths"].split(",")}
+
+
+SECRET_NAMES = {".iostack", ".iostack-test", "aio.json", "swift.conf", "secrets.json", ".git",
+                "srv", "node"}
+SECRET_SUFFIXES = ("-server.conf", ".key", ".ring.gz")
+
+
+def _secrets(params):
+    found = []
+    for top in ("/", "/usr/local"):
+        for root, dirs, files in os.walk(top):
+            if top == "/" and root == "/":
+                dirs[:] = [d for d in dirs if d not in ("proc", "sys", "dev", "usr")]
+            found += [os.path.join(root, name) for name in dirs + files
+                      if name in SECRET_NAMES or name.endswith(SECRET_SUFFIXES)]
+    return {"found": found}
 
 
 def _write(params):
@@ -80,7 +98,7 @@ def _loop(params):
         pass
 
 
-CHECKS = {"network": _network, "files": _files, "write": _write, "caps": _caps,
+CHECKS = {"network": _network, "files": _files, "secrets": _secrets, "write": _write, "caps": _caps,
           "memory": _memory, "forkbomb": _forkbomb, "loop": _loop}
 
 

@@ -56,6 +56,10 @@ def test_host_files_are_invisible(probe, aio):
     assert result["/usr/bin/python3"] and result["/var/lib/storlets"]  # the probe can look
 
 
+def test_nothing_that_looks_like_host_state_is_mounted(probe):
+    assert probe("secrets") == {"found": []}
+
+
 def test_writes_outside_tmp_fail(probe):
     targets = ["/probe", "/usr/probe", "/usr/local/probe", "/var/lib/storlets/probe",
                "/etc/probe"]

@@ -11,7 +11,8 @@ from iostack.storlet_runtime.sandbox import bwrap_command
 @pytest.fixture
 def argv():
     cfg = SandboxConfig.from_gateway_conf({
-        "sandbox_python_path": "/opt/site:/opt/iostack", "sandbox_memory_limit": "256M",
+        "sandbox_python_path": "/opt/site:/opt/more", "sandbox_python_packages": "/src/iostack",
+        "sandbox_memory_limit": "256M",
         "sandbox_cpu_seconds": "7", "container_pids_limit": "33", "sandbox_tmp_size": "8M",
     })
     return bwrap_command(cfg, "t1", "/h/pipes/t1", "/h/storlets/t1", "tenant_t1", "ERROR")
@@ -45,7 +46,8 @@ def test_only_the_scope_directories_are_mounted(argv):
     assert ro_binds["/var/lib/storlets"] == "/h/storlets/t1"
     assert ro_binds["/usr"] == "/usr"
     assert ro_binds["/usr/local/lib/storlets/python/0"] == "/opt/site"
-    assert ro_binds["/usr/local/lib/storlets/python/1"] == "/opt/iostack"
+    assert ro_binds["/usr/local/lib/storlets/python/1"] == "/opt/more"
+    assert ro_binds["/usr/local/lib/storlets/packages/iostack"] == "/src/iostack"
     mounted = set(binds.values()) | set(ro_binds.values())
     assert not any(src in mounted for src in ("/", "/etc", "/root", "/home", "/var", "/tmp"))
 
@@ -65,5 +67,5 @@ def test_agent_command(argv):
     assert agent == ["/usr/bin/python3", "-m", "storlets.agent.daemon_factory",
                      "/mnt/channels/factory_pipe", "ERROR", "tenant_t1"]
     env = pairs(argv, "--setenv")
-    assert ("PYTHONPATH", "/usr/local/lib/storlets/python/0:/usr/local/lib/storlets/python/1") \
-        in env
+    assert ("PYTHONPATH", "/usr/local/lib/storlets/packages:/usr/local/lib/storlets/python/0:"
+            "/usr/local/lib/storlets/python/1") in env

@@ -29,8 +29,11 @@ def test_defaults():
     assert cfg.cpu_seconds == 60 and cfg.pids_limit == 128
     assert cfg.python == "/usr/bin/python3"
     assert cfg.libsbus_path.endswith("build/storlet_runtime/libsbus.so")
-    # The agent's Python path holds the storlets package (and iostack's, for packaged filters).
+    # The agent's Python path holds the storlets package; iostack is shared alone, not its
+    # checkout (which holds the all-in-one's state and secrets).
     assert any(os.path.isdir(os.path.join(p, "storlets", "agent")) for p in cfg.python_path)
+    assert [os.path.basename(p) for p in cfg.python_packages] == ["iostack"]
+    assert not any(os.path.exists(os.path.join(p, "pyproject.toml")) for p in cfg.python_path)
     if os.geteuid() == 0:
         assert cfg.uid not in (None, 0)
 
