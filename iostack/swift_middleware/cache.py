@@ -86,6 +86,7 @@ DEFAULT_CACHE_DIR = "/var/cache/iostack/proxy"
 DEFAULT_CACHE_SIZE = 1 << 30
 SWIFT_SOURCE = "IOSC"  # our container-info and tail requests in the proxy log
 CACHE_ERRORS = (OSError, sqlite3.Error, ConfigError)
+SUBSCRIBE_WAIT = 2.0  # seconds a new worker's first request waits for the invalidation channel
 _LENGTH = struct.Struct(">I")
 # Per-response headers that must not be replayed from the cache.
 _NOT_CACHED = frozenset({
@@ -327,7 +328,14 @@ class IOStackCacheMiddleware:
                 cache = self._workers[pid] = WorkerCache(
                     self.cache_dir, self.cache_size, self.reader_settings["redis_url"],
                     self.reader_settings["prefix"])
-            return cache
+                created = True
+            else:
+                created = False
+        if created and cache.store is not None:
+            # Once per worker: give the subscription a moment so the first
+            # requests can use the cache (until then they simply bypass it).
+            cache.bus.wait_trusted(SUBSCRIBE_WAIT)
+        return cache
 
     @wsgify
     def __call__(self, req: Request):
@@ -426,9 +434,12 @@ class IOStackCacheMiddleware:
             hit.close()
             return denied
         headers = hit.headers
-        resolve_ignore_range_header(req, headers)
-        resp = Response(request=req, headers=headers, conditional_response=True,
-                        conditional_etag=resolve_etag_is_at_header(req, headers))
+        # Answer as an object server would, on a copy: the middlewares above
+        # share this environ and must still see the client's Range.
+        as_sent = Request(dict(req.environ))
+        resolve_ignore_range_header(as_sent, headers)
+        resp = Response(request=as_sent, headers=headers, conditional_response=True,
+                        conditional_etag=resolve_etag_is_at_header(as_sent, headers))
         if req.method == "GET":
             view = hit
             if not hit.complete:
