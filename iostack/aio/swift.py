@@ -34,16 +34,18 @@ SERVERS = ("account", "container", "object", "proxy")
 # Background daemons: (process name, config of the server they belong to).
 # The container updater keeps account listings' object and byte counts current.
 DAEMONS = {"container-updater": "container"}
+PROXY_CACHE_SIZE = 256 << 20  # bytes of the all-in-one's proxy cache (<state dir>/proxy-cache)
 
 # Proxy pipeline, in order.
 PROXY_PIPELINE = [
     "catch_errors", "gatekeeper", "healthcheck", "proxy-logging", "cache",
     "listing_formats", "bulk", "tempurl", "ratelimit", "s3api", "tempauth",
     "storlet_handler", "copy", "container-quotas", "account-quotas", "slo", "dlo",
-    "versioned_writes", "symlink", "iostack", "proxy-logging", "proxy-server",
+    "versioned_writes", "symlink", "iostack", "iostack_cache", "proxy-logging", "proxy-server",
 ]
 # Policy enforcement sits, like Swift's encryption, below copy/slo/dlo so that
 # their sub-requests (copies, large-object segments) are filtered too.
+# The proxy cache sits right below it and keeps stored (encoded) bytes.
 # Storlets (X-Run-Storlet) sit right after auth and above copy/slo, which they
 # handle themselves (copy with a storlet; running on assembled large objects).
 
@@ -173,6 +175,13 @@ class SwiftLayout:
             "redis_url": self.redis_url,
             "key_prefix": "iostack:",
             "key_file": str(self.key_file),
+        }
+        conf["filter:iostack_cache"] = {
+            "use": "egg:iostack#iostack_cache",
+            "cache_dir": str(self.config.state_dir / "proxy-cache"),
+            "cache_size": str(PROXY_CACHE_SIZE),
+            "redis_url": self.redis_url,
+            "key_prefix": "iostack:",
         }
         conf["filter:storlet_handler"] = storlet_conf.filter_section(
             self.swift_dir, "proxy", RESELLER_PREFIX.rstrip("_"))
