@@ -1,0 +1,255 @@
+"""The proxy cache's pieces that need no Swift: invalidation bus (real Redis), fill tickets,
+entry format, versions, and the tee that fills the cache while a body streams."""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+
+import pytest
+import redis
+
+from iostack.controller.resolve import Level
+from iostack.filters.caching import CacheStore
+from iostack.swift_middleware.cache import (
+    CachedObject,
+    WorkerCache,
+    cached_headers,
+    caching_rules,
+    entry_version,
+    tenant_request,
+)
+from iostack.swift_middleware.cache_invalidation import REMEMBERED_PATHS, InvalidationBus
+
+REDIS_URL = os.environ.get("IOSTACK_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+PATH = "/v1/AUTH_t1/c/o"
+
+
+@pytest.fixture
+def prefix() -> str:
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        client.ping()
+    except redis.ConnectionError as exc:
+        pytest.skip(f"these tests need a Redis server at {REDIS_URL}: {exc}")
+    finally:
+        client.close()
+    return f"iostack-test-{uuid.uuid4().hex[:8]}:"
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+        self.resets = 0
+        self.event = threading.Event()
+
+    def on_path(self, path: str) -> None:
+        self.paths.append(path)
+        self.event.set()
+
+    def on_reset(self) -> None:
+        self.resets += 1
+
+
+@pytest.fixture
+def bus_pair(prefix):
+    """Two buses on one channel, like two proxies."""
+    made = []
+
+    def make() -> tuple[InvalidationBus, Recorder]:
+        recorder = Recorder()
+        bus = InvalidationBus(REDIS_URL, prefix, recorder.on_path, recorder.on_reset)
+        assert bus.wait_trusted(5)
+        made.append(bus)
+        return bus, recorder
+    yield make
+    for bus in made:
+        bus.close()
+
+
+# -- the bus -----------------------------------------------------------------------
+
+def test_publish_reaches_every_subscriber(bus_pair):
+    (a, rec_a), (_, rec_b) = bus_pair(), bus_pair()
+    assert rec_a.resets == 1 and rec_b.resets == 1  # a new subscription starts empty
+    assert a.publish(PATH)
+    assert rec_b.event.wait(5) and rec_a.event.wait(5)
+    assert rec_b.paths == [PATH] and rec_a.paths == [PATH]
+
+
+def test_bad_messages_are_ignored(bus_pair, prefix):
+    bus, recorder = bus_pair()
+    client = redis.Redis.from_url(REDIS_URL)
+    for junk in (b"\xff\xfe", b"/etc/passwd", b"/v1/AUTH_t1", b"x" * 9000, b"/v1/" + b"a/" * 5000):
+        client.publish(bus.channel, junk)
+    client.publish(bus.channel, PATH)
+    client.close()
+    assert recorder.event.wait(5)
+    assert recorder.paths == [PATH]
+
+
+def test_untrusted_without_redis_and_publish_fails_softly():
+    recorder = Recorder()
+    bus = InvalidationBus("redis://127.0.0.1:1/0", "x:", recorder.on_path, recorder.on_reset)
+    try:
+        assert not bus.wait_trusted(0.5)
+        assert not bus.publish(PATH)
+        assert recorder.resets == 0
+    finally:
+        bus.close()
+
+
+def test_tickets():
+    bus = InvalidationBus(REDIS_URL, "unused:", lambda p: None, lambda: None, subscribe=False)
+    before = bus.ticket()
+    assert bus.still_valid(PATH, before)
+    bus.changed(PATH)
+    assert not bus.still_valid(PATH, before)  # a fill that began before the write
+    assert bus.still_valid("/v1/AUTH_t1/c/other", before)  # other objects are unaffected
+    after = bus.ticket()
+    assert bus.still_valid(PATH, after)
+    bus._reset()
+    assert not bus.still_valid("/v1/AUTH_t1/c/other", after)  # a reset voids every fill
+    assert bus.still_valid(PATH, bus.ticket())
+
+
+def test_forgotten_paths_void_older_tickets():
+    bus = InvalidationBus(REDIS_URL, "unused:", lambda p: None, lambda: None, subscribe=False)
+    old = bus.ticket()
+    for n in range(REMEMBERED_PATHS + 1):
+        bus.changed(f"/v1/AUTH_t1/c/{n}")
+    assert not bus.still_valid("/v1/AUTH_t1/c/never-written", old)
+    assert bus.still_valid("/v1/AUTH_t1/c/never-written", bus.ticket())
+
+
+# -- entries and versions ----------------------------------------------------------
+
+def rule(rid: str, **params) -> dict:
+    return {"id": rid, "filter": "caching", "verb": "set", "params": params}
+
+
+def test_versions_name_the_rules():
+    levels = [Level("tenant", "AUTH_t1", (rule("P1.1"), {"id": "P2.1", "filter": "noop"})),
+              Level("container", "AUTH_t1/c", (rule("P3.1", head=65536),))]
+    rules = caching_rules(levels)
+    assert [r["id"] for r in rules] == ["P1.1", "P3.1"]
+    version = entry_version(rules)
+    assert version == entry_version(list(reversed(rules)))
+    assert version != entry_version([rule("P1.1"), rule("P3.1", head=131072)])
+    assert version != entry_version([rule("P1.1"), rule("P4.1", head=65536)])  # re-added
+    assert caching_rules([Level("global", "*", ({"id": "P5.1", "filter": "noop"},))]) == []
+
+
+def test_tenant_request_uses_the_tenants_size_and_tags():
+    info = tenant_request(PATH, {"Content-Length": "100", "X-Object-Sysmeta-Iostack-Size": "5000",
+                                 "Content-Type": "text/csv", "X-Object-Meta-Kind": "logs"})
+    assert (info.size, info.content_type, info.tags) == (5000, "text/csv", {"kind": "logs"})
+    assert tenant_request(PATH, {"Content-Length": "7"}).size == 7
+
+
+def test_cached_headers_drop_per_response_ones():
+    kept = cached_headers({"Etag": "e", "X-Trans-Id": "t", "Date": "d", "Content-Length": "1",
+                           "X-Object-Sysmeta-Iostack-Pipeline": "[]"})
+    assert kept == {"Etag": "e", "X-Object-Sysmeta-Iostack-Pipeline": "[]"}
+
+
+@pytest.fixture
+def worker(tmp_path, prefix):
+    cache = WorkerCache(str(tmp_path / "cache"), 1 << 20, REDIS_URL, prefix)
+    assert cache.bus.wait_trusted(5)
+    yield cache
+    cache.bus.close()
+
+
+def chunks(data: bytes, size: int = 1000):
+    return [data[i:i + size] for i in range(0, len(data), size)]
+
+
+def test_fill_then_hit_whole_and_head(worker):
+    headers = {"Etag": "abc", "X-Timestamp": "1.0"}
+    small = os.urandom(3000)
+    filler = worker.start_fill(PATH, "v", headers, len(small), 10000, worker.bus.ticket())
+    assert b"".join(filler.wrap(chunks(small))) == small
+    hit = worker.lookup(PATH, "v")
+    assert hit.complete and hit.headers == headers and b"".join(hit.read(0, 3000)) == small
+    hit.close()
+    assert worker.lookup(PATH, "other-version") is None
+
+    big = os.urandom(50000)
+    other = PATH + "2"
+    filler = worker.start_fill(other, "v", headers, len(big), 8192, worker.bus.ticket())
+    streamed = filler.wrap(chunks(big))
+    next(streamed)
+    next(streamed)
+    assert worker.lookup(other, "v") is None  # the head is not complete yet
+    for _ in range(7):
+        next(streamed)
+    hit = worker.lookup(other, "v")  # published once the head is in, before the body ends
+    assert hit is not None and not hit.complete
+    assert (hit.cached, hit.object_length) == (8192, 50000)
+    assert b"".join(hit.read(100, 8192)) == big[100:8192]
+    hit.close()
+    assert b"".join(streamed) == big[9000:]
+
+
+def test_interrupted_or_raced_fills_publish_nothing(worker):
+    body = os.urandom(5000)
+    filler = worker.start_fill(PATH, "v", {}, len(body), 10000, worker.bus.ticket())
+    streamed = filler.wrap(chunks(body))
+    next(streamed)
+    streamed.close()  # the client went away
+    assert worker.lookup(PATH, "v") is None
+
+    ticket = worker.bus.ticket()
+    filler = worker.start_fill(PATH, "v", {}, len(body), 10000, ticket)
+    streamed = filler.wrap(chunks(body))
+    next(streamed)
+    worker.written(PATH)  # a PUT finished while the old version streamed
+    assert b"".join(streamed) == body[1000:]  # the client still gets its body
+    assert worker.lookup(PATH, "v") is None
+    assert os.listdir(os.path.join(worker.store.directory, "tmp")) == []
+
+
+def test_invalidation_message_drops_the_entry(worker, prefix):
+    body = b"x" * 100
+    list(worker.start_fill(PATH, "v", {}, 100, 1000, worker.bus.ticket()).wrap([body]))
+    assert worker.lookup(PATH, "v") is not None
+    other = InvalidationBus(REDIS_URL, prefix, lambda p: None, lambda: None, subscribe=False)
+    other.publish(PATH)
+    other.close()
+    store = CacheStore(worker.store.directory, 1 << 20)
+    for _ in range(50):
+        if PATH not in store.paths():
+            break
+        threading.Event().wait(0.1)
+    assert PATH not in store.paths()
+
+
+def test_corrupt_entry_is_a_miss_and_dropped(worker):
+    worker.store.put(PATH, "v", 10, [b"\x00\x00\x00\x05{bad}"], 1000)
+    assert worker.lookup(PATH, "v") is None
+    assert PATH not in worker.store.paths()
+
+
+def test_unusable_directory_disables_the_cache(tmp_path, prefix):
+    blocker = tmp_path / "file"
+    blocker.write_bytes(b"")
+    cache = WorkerCache(str(blocker / "cache"), 1 << 20, REDIS_URL, prefix)
+    try:
+        assert cache.store is None and not cache.usable
+        assert cache.lookup(PATH, "v") is None
+        assert cache.start_fill(PATH, "v", {}, 10, 10, 0) is None
+        cache.written(PATH)  # nothing to drop, no error
+    finally:
+        cache.bus.close()
+
+
+def test_cached_object_rejects_non_string_headers(tmp_path):
+    store = CacheStore(tmp_path, 1 << 20)
+    payload = b'{"a": 1}'
+    store.put(PATH, "v", 4 + len(payload), [len(payload).to_bytes(4, "big") + payload], 100)
+    head = store.lookup(PATH, "v")
+    with pytest.raises(ValueError):
+        CachedObject(head)
+    head.close()
