@@ -1,0 +1,108 @@
+"""Runs an ``iostack.filters`` filter inside the Storlets sandbox.
+
+The generated storlet of a sandbox-capable filter (``packaging``) calls
+``run_filter``; the sandbox sees the ``iostack`` package read-only. Storlet
+parameters (each a string, as Storlets passes them):
+
+``mode``
+    ``encode`` (write path: original body in, stored body out) or ``decode``
+    (read path: stored body in, original body, or a range of it, out).
+``params``
+    JSON object of the filter's parameters; the filter checks them itself.
+``sysmeta``
+    ``decode`` only: JSON object the encoder produced (the middleware keeps it
+    in object sysmeta; a storlet sees only user metadata).
+``range``
+    ``decode`` only, optional: ``start-end`` of the decoded body, end exclusive.
+``account``, ``container``, ``object``
+    Who the request is about (``FilterContext``).
+
+``encode`` answers with user metadata ``Iostack-Sysmeta`` (JSON). Storlets
+sends metadata before the body while encoders know their sysmeta only at the
+end, so the encoded body is spooled to the sandbox's private ``/tmp`` first
+(bounded by ``sandbox_tmp_size``). ``decode`` answers with
+``Iostack-Length`` (the decoded length) and streams.
+
+A filter that is not declared ``sandboxable`` is refused here too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+from iostack.filters.base import FilterContext
+from iostack.filters.registry import get_filter
+
+CHUNK = 64 * 1024
+
+
+class FdSource:
+    """A ``ByteSource`` over the storlet's input: the object file itself, or a spooled pipe."""
+
+    def __init__(self, fd: int) -> None:
+        try:
+            self.length = os.lseek(fd, 0, os.SEEK_END)
+            self.fd = fd
+            self._spool = None
+        except OSError:  # a pipe (the proxy streams the object in): keep a seekable copy
+            self._spool = tempfile.TemporaryFile(dir="/tmp")  # noqa: S108 - the sandbox's own
+            with os.fdopen(os.dup(fd), "rb") as stream:
+                shutil.copyfileobj(stream, self._spool, CHUNK)
+            self._spool.flush()
+            self.fd = self._spool.fileno()
+            self.length = os.lseek(self.fd, 0, os.SEEK_END)
+
+    def read(self, start: int, end: int) -> Iterator[bytes]:
+        while start < end:
+            chunk = os.pread(self.fd, min(CHUNK, end - start), start)
+            if not chunk:
+                raise ValueError(f"stored body ended at {start}, before {end}")
+            start += len(chunk)
+            yield chunk
+
+
+def _json_param(params: dict[str, str], key: str) -> dict[str, Any]:
+    value = json.loads(params.get(key) or "{}")
+    if not isinstance(value, dict):
+        raise ValueError(f"parameter {key!r} must be a JSON object")
+    return value
+
+
+def _range(text: str | None, length: int) -> tuple[int, int]:
+    if not text:
+        return 0, length
+    start, _, end = text.partition("-")
+    first, last = int(start), min(int(end), length)
+    if not 0 <= first <= last:
+        raise ValueError(f"bad range {text!r} for a body of {length} bytes")
+    return first, last
+
+
+def run_filter(name: str, in_file: Any, out_file: Any, params: dict[str, str]) -> None:
+    spec = get_filter(name)
+    if not spec.metadata.sandboxable:
+        raise ValueError(f"filter {name!r} is not declared sandboxable")
+    context = FilterContext(account=params.get("account", ""),
+                            container=params.get("container", ""), obj=params.get("object", ""))
+    mode = params.get("mode")
+    if mode == "encode":
+        encoder = spec.encoder(_json_param(params, "params"), context)
+        with tempfile.TemporaryFile(dir="/tmp") as spool:  # noqa: S108 - the sandbox's own
+            for piece in encoder.encode(iter(lambda: in_file.read(CHUNK), b"")):
+                spool.write(piece)
+            out_file.set_metadata({"Iostack-Sysmeta": json.dumps(encoder.sysmeta())})
+            spool.seek(0)
+            shutil.copyfileobj(spool, out_file, CHUNK)
+    elif mode == "decode":
+        view = spec.open_view(FdSource(in_file.fileno()), _json_param(params, "sysmeta"), context)
+        start, end = _range(params.get("range"), view.length)
+        out_file.set_metadata({"Iostack-Length": str(view.length)})
+        for piece in view.read(start, end):
+            out_file.write(piece)
+    else:
+        raise ValueError(f"mode must be encode or decode, not {mode!r}")
