@@ -14,6 +14,7 @@ import sys
 COMMAND_MODULES = (
     "iostack.aio.cli",
     "iostack.controller.cli",
+    "iostack.storlet_runtime.cli",
 )
 
 
