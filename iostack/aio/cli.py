@@ -69,7 +69,7 @@ def summary(info: dict[str, Any]) -> str:
         f"  Swift auth (v1.0):  {info['auth_url']}",
         f"  S3 endpoint:        {info['s3_url']}  (region {info['s3_region']}; "
         "access key = user, secret = key)",
-        f"  Controller API:     {info['controller_url']}/v1  (token in aio.json: admin_token)",
+        f"  Controller API:     {info['controller_url']}/v1  admin token {info['admin_token']}",
         f"  Redis:              {redact(info['redis_url'])}",
         f"  RabbitMQ:           {redact(info['amqp_url'])}",
         "  Tenants:",
@@ -83,6 +83,7 @@ def summary(info: dict[str, Any]) -> str:
         "Try it:",
         "  " + shlex.join([str(swift), "-A", info["auth_url"], "-U", t1["user"], "-K", t1["key"],
                            "stat"]),
+        "  " + shlex.join([str(Path(sys.executable).with_name("iostack")), "policy", "list"]),
     ]
     return "\n".join(lines)
 
