@@ -372,3 +372,16 @@ def test_damaged_stored_bytes_are_an_error_never_garbage(t1, container, policies
         pass  # the proxy cut the body short: the client sees an error
     assert status == 500 or len(received) < len(body)
     assert body.startswith(received) or status == 500
+
+
+def test_dynamic_large_object(t1, container, policies, stored):
+    policies.add(f"FOR CONTAINER AUTH_t1/{container} DO {FILTERS['zstd+encryption']}")
+    segments = [logs(FRAME + 1), logs(1000)]
+    for i, segment in enumerate(segments):
+        t1.put_object(container, f"dlo-seg/{i:02d}", segment)
+    t1.put_object(container, "dlo", b"", headers={"X-Object-Manifest": f"{container}/dlo-seg/"})
+    whole = b"".join(segments)
+    assert t1.get_object(container, "dlo")[1] == whole
+    assert t1.get_object(container, "dlo", headers={"Range": "bytes=-50"})[1] == whole[-50:]
+    manifest_headers, manifest_body = stored("AUTH_t1", container, "dlo")
+    assert manifest_body == b"" and PIPELINE not in manifest_headers
