@@ -64,6 +64,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from eventlet import patcher
 from swift.common.request_helpers import resolve_etag_is_at_header, resolve_ignore_range_header
 from swift.common.swob import Request, Response, wsgify
 from swift.common.utils import close_if_possible, split_path
@@ -175,6 +176,13 @@ class WorkerCache:
             self.store = CacheStore(cache_dir, cache_size)
         except CACHE_ERRORS as exc:
             LOG.error("IOStack cache disabled: %s", exc)
+        if self.store is not None and patcher.is_monkey_patched("thread"):
+            # CacheStore keeps a SQLite connection per ``threading.local``, which
+            # eventlet makes per green thread: a new connection per request
+            # (~0.7 ms against ~0.1 ms for a lookup). A worker's green threads
+            # share one OS thread and never switch inside a store call (SQLite
+            # and file calls do not yield), so one connection per OS thread is safe.
+            self.store._local = patcher.original("threading").local()
         self.bus = InvalidationBus(redis_url, prefix, self._drop, self._clear,
                                    subscribe=self.store is not None)
 
