@@ -23,14 +23,14 @@ pytestmark = pytest.mark.integration
 
 
 class Service:
-    def __init__(self, tmp_path):
+    def __init__(self, tmp_path, **extra):
         self.state_dir = tmp_path / "state"
         self.devices = tmp_path / "devices"
         self.devices.mkdir()
         self.port = free_port()
         self.config = write_config(tmp_path / "block.json", self.state_dir, port=self.port,
                                    portal_port=free_port(),
-                                   allowed_devices=[str(self.devices)])
+                                   allowed_devices=[str(self.devices)], **extra)
         self.config_path = tmp_path / "block.json"
         self.log = tmp_path / "service.log"
         self.proc = None
@@ -187,3 +187,20 @@ def test_initiator_methods_without_a_kernel_initiator(service):
     assert reply["error"]["code"] == -32000 and "iscsiadm" in reply["error"]["message"]
     bad = service.call("discover_portal", hostname="127.0.0.1; rm -rf /")
     assert bad["error"]["code"] == -32602
+
+
+def test_demo_volume_is_created_at_start(tmp_path, native_build):
+    svc = Service(tmp_path, demo_volume={"name": "demo", "size": 4 << 20,
+                                         "filters": "xor(key=0x5a)>bitrev"})
+    svc.start()
+    try:
+        (volume,) = svc.call("list_filtered_volumes")["result"]
+        assert volume["name"] == "demo" and volume["spec"] == "xor(key=0x5a)>bitrev"
+        assert iscsi_rw("size", volume["iscsi_url"]).split()[0] == str(4 << 20).encode()
+        info = json.loads((svc.state_dir / "block" / "service.json").read_text())
+        assert info["url"] == f"http://127.0.0.1:{svc.port}/targetrpc"
+        assert info["pid"] == svc.proc.pid
+    finally:
+        svc.stop()
+    assert mounts_under(svc.state_dir) == []
+    assert not (svc.state_dir / "block" / "service.json").exists()
