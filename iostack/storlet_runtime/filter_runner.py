@@ -24,6 +24,10 @@ end, so the encoded body is spooled to the sandbox's private ``/tmp`` first
 ``Iostack-Length`` (the decoded length) and streams.
 
 A filter that is not declared ``sandboxable`` is refused here too.
+
+The storlet daemon imports the storlet once and forks a process per request,
+so ``load_filter`` runs at import: the filter library (zstandard,
+cryptography...) is loaded once, not on every request.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any
 
-from iostack.filters.base import FilterContext
+from iostack.filters.base import FilterContext, FilterSpec
 from iostack.filters.registry import get_filter
 
 CHUNK = 64 * 1024
@@ -83,10 +87,14 @@ def _range(text: str | None, length: int) -> tuple[int, int]:
     return first, last
 
 
-def run_filter(name: str, in_file: Any, out_file: Any, params: dict[str, str]) -> None:
+def load_filter(name: str) -> FilterSpec:
     spec = get_filter(name)
     if not spec.metadata.sandboxable:
         raise ValueError(f"filter {name!r} is not declared sandboxable")
+    return spec
+
+
+def run_filter(spec: FilterSpec, in_file: Any, out_file: Any, params: dict[str, str]) -> None:
     context = FilterContext(account=params.get("account", ""),
                             container=params.get("container", ""), obj=params.get("object", ""))
     mode = params.get("mode")

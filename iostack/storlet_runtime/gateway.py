@@ -29,12 +29,15 @@ What this gateway adds on top of ``StorletGatewayContainer``:
   object node the proxy turns any 5xx into its own 503 and, with several
   replicas, first tries the other object servers);
 - the storlet files copied into the scope's directory are handed to the
-  sandbox user (upstream writes them ``0600`` as the server's user).
+  sandbox user (upstream writes them ``0600`` as the server's user), and a
+  re-uploaded storlet of unchanged size replaces the old one (upstream only
+  notices a size change).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 from typing import Any
 
 from storlets.gateway.common.exceptions import StorletTimeout
@@ -119,6 +122,7 @@ class BwrapStorletGateway(StorletGatewayContainer):
 
     def update_container_from_cache(self, sreq: Any) -> bool:
         updated = super().update_container_from_cache(sreq)
+        updated = self._refresh_newer_uploads(sreq) or updated
         uid, gid = self.sandbox_config.uid, self.sandbox_config.gid
         if updated and uid is not None:
             storlet_dir = self.paths.get_host_storlet_dir(sreq.storlet_main)
@@ -129,4 +133,23 @@ class BwrapStorletGateway(StorletGatewayContainer):
                 os.chown(path, uid, gid)
                 os.chmod(path, 0o400)
         return updated
+
+    def _refresh_newer_uploads(self, sreq: Any) -> bool:
+        """Copy cached files that are newer than the sandbox's copies.
+
+        Upstream refreshes the sandbox's copy only when the cached file is
+        *older* or of another size, so re-uploading a storlet of the same size
+        would keep the old code running.
+        """
+        storlet_dir = self.paths.get_host_storlet_dir(sreq.storlet_main)
+        refreshed = False
+        for name, cache_dir in ([(sreq.storlet_id, self.paths.host_storlet_cache_dir)]
+                                + [(dep, self.paths.host_dependency_cache_dir)
+                                   for dep in sreq.dependencies]):
+            cached, placed = os.path.join(cache_dir, name), os.path.join(storlet_dir, name)
+            if os.path.isfile(cached) and os.path.isfile(placed) \
+                    and os.stat(cached).st_mtime > os.stat(placed).st_mtime:
+                shutil.copy2(cached, placed)
+                refreshed = True
+        return refreshed
 

@@ -92,3 +92,19 @@ def test_oversized_parameters_get_400_and_the_sandbox_keeps_serving(storlet_tena
     after = storlet_tenant.get("text.txt", run, params={"prefix": "ok:"})
     assert after.status_code == 200
     assert after.content == b"ok:" + text_object.upper()
+
+
+def test_reuploaded_storlet_of_the_same_size_replaces_the_old_one(storlet_tenant, text_object):
+    from iostack.storlet_runtime import deploy
+
+    template = (b"class Version:\n    def __init__(self, logger):\n        pass\n\n"
+                b"    def __call__(self, in_files, out_files, params):\n"
+                b"        out_files[0].set_metadata({})\n"
+                b"        out_files[0].write(b'%s')\n"
+                b"        out_files[0].close()\n")
+    for version in (b"v1", b"v2"):
+        storlet = deploy.check_python_storlet("version.py", template % version)
+        deploy.upload_storlet(storlet_tenant.conn, storlet)
+        for run in ({"X-Run-Storlet": "version.py"},
+                    {"X-Run-Storlet": "version.py", "X-Storlet-Run-On-Proxy": ""}):
+            assert storlet_tenant.get("text.txt", run).content == version

@@ -1,0 +1,164 @@
+"""Sandboxed filters against native ones and plain Swift, measured side by side in one run.
+
+    .venv/bin/python bench/sandbox.py [--repeat 3] [--seconds 1] [--cold 3]
+
+GETs by one client of 1 KiB and 10 MiB objects, in four configurations that
+alternate within every repetition so noise hits them alike:
+
+- ``plain``            no policy on the container (the IOStack proxy passes through)
+- ``native-noop``      policy ``SET NOOP``: the filter runs in the proxy middleware
+- ``sandbox-object``   noop as a storlet in the bubblewrap sandbox, at the object node
+- ``sandbox-proxy``    the same storlet run on the proxy (``X-Storlet-Run-On-Proxy``)
+
+Warm: the sandbox and the storlet daemon are up. Printed per configuration as
+medians over repetitions: throughput relative to ``plain`` in the same
+repetition, and the latency added to ``plain`` at p50 and p95.
+
+Cold: the first GET after tearing the tenant's sandbox down (bubblewrap,
+agent, storlet daemon all start), and after re-uploading the storlet (the
+sandbox is up; only the storlet daemon restarts), to show what dominates.
+Targets from the issue: warm sandboxed 10 MiB GET >= 0.6 of plain, warm
+added p50 <= 15 ms at 1 KiB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import configparser
+import statistics
+import time
+import uuid
+from pathlib import Path
+
+from common import Client, Policies, auth, body_of, human_size, print_table, run_clients, stack
+from swiftclient.client import Connection
+
+from iostack.storlet_runtime import packaging
+from iostack.storlet_runtime.sandbox import ScopeSandbox
+from iostack.storlet_runtime.swift_conf import gateway_conf_path
+
+TENANT = "t2"  # its own Storlets scope, so tearing it down does not disturb t1's tests
+SIZES = (1 << 10, 10 << 20)
+CONFIGS = ("plain", "native-noop", "sandbox-object", "sandbox-proxy")
+
+
+def sandbox_of(info: dict, scope: str) -> ScopeSandbox:
+    conf = configparser.ConfigParser(interpolation=None)
+    conf.read(gateway_conf_path(Path(info["swift_dir"])))
+    host_root = conf["DEFAULT"].get("host_root")
+    return ScopeSandbox(Path(conf["DEFAULT"].get("sandbox_run_dir",
+                                                 f"{host_root}/sandboxes")), scope)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=1.0)
+    parser.add_argument("--cold", type=int, default=3, help="cold starts of each kind")
+    args = parser.parse_args()
+
+    with stack() as info:
+        url, token = auth(info, TENANT)
+        conn = Connection(preauthurl=url, preauthtoken=token)
+        storlet = packaging.deploy_filter(conn, "noop")
+        plain_c, native_c = f"sbx-plain-{uuid.uuid4().hex[:6]}", f"sbx-noop-{uuid.uuid4().hex[:6]}"
+        for container in (plain_c, native_c):
+            conn.put_container(container)
+        policies = Policies(info)
+        policies.add(f"FOR CONTAINER AUTH_{TENANT}/{native_c} DO SET NOOP")
+        try:
+            run(url, token, conn, plain_c, native_c, args)
+            cold(info, url, token, conn, plain_c, storlet, args.cold)
+            for container in (plain_c, native_c):
+                for obj in conn.get_container(container)[1]:
+                    conn.delete_object(container, obj["name"])
+                conn.delete_container(container)
+        finally:
+            policies.remove_all()
+
+
+def requests_for(plain_c: str, native_c: str) -> dict[str, tuple[str, dict[str, str]]]:
+    decode = packaging.storlet_headers("noop", "decode")
+    return {
+        "plain": (f"{plain_c}/obj", {}),
+        "native-noop": (f"{native_c}/obj", {}),
+        "sandbox-object": (f"{plain_c}/obj", decode),
+        "sandbox-proxy": (f"{plain_c}/obj", {**decode, "X-Storlet-Run-On-Proxy": ""}),
+    }
+
+
+def run(url, token, conn, plain_c, native_c, args) -> None:
+    targets = requests_for(plain_c, native_c)
+    for size in SIZES:
+        body = body_of(size)
+        conn.put_object(plain_c, "obj", body)
+        conn.put_object(native_c, "obj", body)
+        client = Client(url, token)
+        for path, headers in targets.values():  # check and warm every path once
+            if client.request("GET", path, headers=headers)[1] != body:
+                raise SystemExit(f"GET {path} with {headers}: wrong body")
+        client.close()
+        ratios = {c: [] for c in CONFIGS}
+        added50 = {c: [] for c in CONFIGS}
+        added95 = {c: [] for c in CONFIGS}
+        for _ in range(args.repeat):
+            results = {}
+            for config in CONFIGS:
+                path, headers = targets[config]
+
+                def op(client, index, n, path=path, headers=headers):
+                    return len(client.request("GET", path, headers=headers)[1])
+
+                results[config] = run_clients(1, args.seconds, op, lambda: Client(url, token))
+            base = results["plain"]
+            for config, result in results.items():
+                ratios[config].append(result.mb_per_s / base.mb_per_s)
+                added50[config].append((statistics.median(result.latencies)
+                                        - statistics.median(base.latencies)) * 1000)
+                added95[config].append((percentile(result.latencies, 0.95)
+                                        - percentile(base.latencies, 0.95)) * 1000)
+        print(f"\nwarm GET {human_size(size)}, 1 client, medians of {args.repeat} repetitions")
+        print_table(["config", "x plain throughput", "added p50 ms", "added p95 ms"],
+                    [[c, statistics.median(ratios[c]), statistics.median(added50[c]),
+                      statistics.median(added95[c])] for c in CONFIGS])
+
+
+def cold(info, url, token, conn, plain_c, storlet, times: int) -> None:
+    sandbox = sandbox_of(info, TENANT)
+    decode = packaging.storlet_headers("noop", "decode")
+    conn.put_object(plain_c, "small", body_of(1 << 10))
+    full, daemon_only = [], []
+    for _ in range(times):
+        sandbox.stop()
+        full.append(timed_get(url, token, f"{plain_c}/small", decode))
+        # A newer upload makes the gateway restart the storlet daemon, not the sandbox.
+        time.sleep(1.1)
+        conn.put_object("storlet", storlet.name, storlet.code, headers=storlet.headers)
+        daemon_only.append(timed_get(url, token, f"{plain_c}/small", decode))
+    warm = statistics.median(timed_get(url, token, f"{plain_c}/small", decode)
+                             for _ in range(5))
+    print(f"\ncold start, 1 KiB GET at the object node, medians of {times}")
+    print_table(["first GET after", "seconds"], [
+        ["sandbox torn down (bwrap + agent + daemon)", statistics.median(full)],
+        ["storlet re-uploaded (daemon only)", statistics.median(daemon_only)],
+        ["nothing (warm)", warm],
+    ])
+
+
+def timed_get(url: str, token: str, path: str, headers: dict[str, str]) -> float:
+    client = Client(url, token)
+    try:
+        t0 = time.perf_counter()
+        client.request("GET", path, headers=headers)
+        return time.perf_counter() - t0
+    finally:
+        client.close()
+
+
+if __name__ == "__main__":
+    main()
