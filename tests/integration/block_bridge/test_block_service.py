@@ -97,6 +97,16 @@ def test_auth_and_http_errors(service):
     assert service.post(body) == (200, {"jsonrpc": "2.0", "id": 1, "result": []})
 
 
+def test_batch_and_notification(service):
+    status, replies = service.post([
+        {"jsonrpc": "2.0", "id": 1, "method": "list_filtered_volumes"},
+        {"jsonrpc": "2.0", "method": "list_filtered_volumes"},
+        {"jsonrpc": "2.0", "id": 2, "method": "nosuch"},
+    ])
+    assert status == 200
+    assert [(r["id"], "result" in r) for r in replies] == [(1, True), (2, False)]
+
+
 @pytest.mark.parametrize(
     ("body", "code", "text"),
     [
@@ -204,3 +214,22 @@ def test_demo_volume_is_created_at_start(tmp_path, native_build):
         svc.stop()
     assert mounts_under(svc.state_dir) == []
     assert not (svc.state_dir / "block" / "service.json").exists()
+
+
+def test_cli_call_reaches_the_service(service, capsys):
+    import argparse
+
+    from iostack.block_bridge.cli import register
+
+    parser = argparse.ArgumentParser(prog="iostack")
+    register(parser.add_subparsers(dest="command", required=True))
+    backing = make_backing(service.devices / "cli.img", 1 << 20)
+    args = parser.parse_args(["block", "call", "--config", str(service.config_path),
+                              "create_filtered_volume", "name=clivol", f"device={backing}",
+                              'filters=["xor(key=3)"]'])
+    assert args.func(args) == 0
+    assert json.loads(capsys.readouterr().out)["spec"] == "xor(key=3)"
+    args = parser.parse_args(["block", "call", "--config", str(service.config_path),
+                              "delete_filtered_volume", "name=nosuch"])
+    assert args.func(args) == 1
+    assert "error -103" in capsys.readouterr().err
