@@ -6,7 +6,9 @@ flash: small objects entirely, large ones their first ``head`` bytes while the
 rest streams from the object servers (``HeadCachedSource`` over a ranged
 source pinned with ``If-Match``), as in the thesis on SSD caching of object
 heads. A miss streams the object to the client and tees it into the cache on
-the way (the client never waits for the fill; a failed fill only logs).
+the way (the client never waits for the fill; a failed fill only logs); a
+``Range`` miss is answered by the object servers while a side request
+fetches the object's head into the cache.
 
 Place it right below ``iostack`` (``... iostack iostack_cache proxy-logging
 proxy-server``): it caches the bytes as stored — compressed, encrypted, with
@@ -64,10 +66,11 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from eventlet import patcher
+from eventlet import patcher, spawn_n
 from swift.common.request_helpers import resolve_etag_is_at_header, resolve_ignore_range_header
 from swift.common.swob import Request, Response, wsgify
 from swift.common.utils import close_if_possible, split_path
+from swift.common.wsgi import make_subrequest
 from swift.proxy.controllers.base import get_container_info
 
 from iostack.controller.reader import PolicyReader
@@ -79,6 +82,7 @@ from iostack.swift_middleware.cache_invalidation import InvalidationBus
 from iostack.swift_middleware.decode import ViewAppIter
 from iostack.swift_middleware.policies import reader_settings, shared_reader
 from iostack.swift_middleware.record import SIZE_HEADER
+from iostack.swift_middleware.source import SWIFT_SOURCE as DECODER_SOURCE
 from iostack.swift_middleware.source import ObjectChanged, SwiftObjectSource
 
 LOG = logging.getLogger(__name__)
@@ -87,6 +91,7 @@ DEFAULT_CACHE_DIR = "/var/cache/iostack/proxy"
 DEFAULT_CACHE_SIZE = 1 << 30
 SWIFT_SOURCE = "IOSC"  # our container-info and tail requests in the proxy log
 CACHE_ERRORS = (OSError, sqlite3.Error, ConfigError)
+MAX_BACKGROUND_FILLS = 8  # per worker: head fills triggered by Range misses
 SUBSCRIBE_WAIT = 2.0  # seconds a new worker's first request waits for the invalidation channel
 _LENGTH = struct.Struct(">I")
 # Per-response headers that must not be replayed from the cache.
@@ -183,8 +188,9 @@ class WorkerCache:
             # share one OS thread and never switch inside a store call (SQLite
             # and file calls do not yield), so one connection per OS thread is safe.
             self.store._local = patcher.original("threading").local()
-        self.bus = InvalidationBus(redis_url, prefix, self._drop, self._clear,
+        self.bus = InvalidationBus(redis_url, prefix, self.drop, self._clear,
                                    subscribe=self.store is not None)
+        self._background: set[str] = set()
 
     @property
     def usable(self) -> bool:
@@ -205,7 +211,7 @@ class WorkerCache:
         except (ValueError, struct.error, OSError) as exc:
             head.close()
             LOG.warning("IOStack cache: dropping unreadable entry of %s: %s", path, exc)
-            self._drop(path)
+            self.drop(path)
             return None
 
     def start_fill(self, path: str, version: str, headers: dict[str, str], length: int,
@@ -231,13 +237,24 @@ class WorkerCache:
             return
         fill.commit()
         if not self.bus.still_valid(fill.path, ticket):
-            self._drop(fill.path)  # the write raced the commit itself
+            self.drop(fill.path)  # the write raced the commit itself
+
+    def claim(self, path: str) -> bool:
+        """Reserve a background fill of ``path`` (one per path, a few at a time)."""
+        if not self.usable or path in self._background or \
+                len(self._background) >= MAX_BACKGROUND_FILLS:
+            return False
+        self._background.add(path)
+        return True
+
+    def release(self, path: str) -> None:
+        self._background.discard(path)
 
     def written(self, path: str) -> None:
         """Before and after a write of ``path`` through this worker."""
         self.bus.changed(path)
 
-    def _drop(self, path: str) -> None:
+    def drop(self, path: str) -> None:
         if self.store is None:
             return
         try:
@@ -307,6 +324,38 @@ class _Tail:
         except ObjectChanged:
             self.cache.written(self.path)
             raise
+
+
+class CachingPolicy:
+    """The ``caching`` rules that concern one object, and what they say for its headers."""
+
+    def __init__(self, path: str, levels: list[Level], filters, object_types,
+                 rules: list[dict[str, Any]]) -> None:
+        self.path = path
+        self.levels = levels
+        self.filters = filters
+        self.object_types = object_types
+        self.version = entry_version(rules)
+
+    @classmethod
+    def of(cls, path: str, levels: list[Level], filters, object_types) -> CachingPolicy | None:
+        rules = caching_rules(levels)
+        return cls(path, levels, filters, object_types, rules) if rules else None
+
+    def head_for(self, headers: dict[str, str]) -> int | None:
+        """The policy's ``head`` for the object with these headers; None if it is not cached
+        (``TO`` conditions on size, type or tags do not hold)."""
+        request = tenant_request(self.path, headers)
+        for entry in resolve(request, self.levels, self.filters, self.object_types).pipeline:
+            if entry.filter == METADATA.name:
+                return get_filter(entry.filter).validate(entry.params)["head"]
+        return None
+
+
+def _object_length(content_range: str) -> int | None:
+    """The complete length from ``bytes a-b/total``."""
+    _, _, total = content_range.rpartition("/")
+    return int(total) if total.isdigit() else None
 
 
 # -- the middleware ---------------------------------------------------------------
@@ -382,57 +431,93 @@ class IOStackCacheMiddleware:
         cache.bus.publish(req.path)
         return resp
 
-    # -- reads -------------------------------------------------------------------
+    # -- reads ------------------------------------------------------------------
     def handle_read(self, req: Request):
         cache = self.worker()
         if not cache.usable:
             return self.app
         try:
-            levels, filters, object_types = self._lookup_policies(req)
+            policy = CachingPolicy.of(req.path, *self._lookup_policies(req))
         except Exception as exc:  # noqa: BLE001 - any Redis failure: no caching, plain read
             LOG.warning("IOStack cache: policy lookup for %s failed: %s", req.path, exc)
             return self.app
-        rules = caching_rules(levels)
-        if not rules:
+        if policy is None:
             return self.app
-        version = entry_version(rules)
-
-        def head_size(headers: dict[str, str]) -> int | None:
-            """The policy's ``head`` for this object, or None if caching does not apply."""
-            request = tenant_request(req.path, headers)
-            for entry in resolve(request, levels, filters, object_types).pipeline:
-                if entry.filter == METADATA.name:
-                    return get_filter(entry.filter).validate(entry.params)["head"]
-            return None
-
-        hit = cache.lookup(req.path, version)
+        hit = cache.lookup(req.path, policy.version)
         if hit is not None:
-            served = None
-            if not hit.expired(time.time()) and head_size(hit.headers) is not None:
+            if hit.expired(time.time()):
+                hit.close()
+                cache.drop(req.path)
+            elif policy.head_for(hit.headers) is None:
+                hit.close()
+            else:
                 served = self.serve_hit(req, hit, cache)
-            if served is not None:
-                return served
-            hit.close()
+                if served is not None:
+                    return served
         ticket = cache.bus.ticket()
         resp = req.get_response(self.app)
-        if (req.method == "GET" and resp.status_int == 200 and resp.content_length is not None
-                and not any(h in resp.headers for h in _LARGE_OBJECT_MANIFEST)):
-            headers = cached_headers(resp.headers)
-            head = head_size(headers)
-            filler = head is not None and cache.start_fill(
-                req.path, version, headers, resp.content_length, head, ticket)
-            if filler:
-                # A new response: assigning ``resp.app_iter`` would close the backend body.
-                teed = Response(request=req, status=resp.status, headers=resp.headers,
-                                app_iter=filler.wrap(resp.app_iter))
-                teed.content_length = resp.content_length
-                return teed
+        if req.method != "GET" or any(h in resp.headers for h in _LARGE_OBJECT_MANIFEST):
+            return resp
+        if resp.status_int == 200 and resp.content_length is not None:
+            return self._tee(req, resp, cache, policy, ticket)
+        if resp.status_int == 206 and req.environ.get("swift.source") != DECODER_SOURCE:
+            # A range of an object not cached yet: fetch its head on the side.
+            # (The IOStack decoder's own ranged reads belong to a whole-object
+            # GET that fills in the foreground.)
+            self._fill_in_background(req, resp, cache, policy, ticket)
         return resp
+
+    def _tee(self, req: Request, resp: Response, cache: WorkerCache, policy: CachingPolicy,
+             ticket: int) -> Response:
+        headers = cached_headers(resp.headers)
+        head = policy.head_for(headers)
+        filler = head is not None and cache.start_fill(
+            req.path, policy.version, headers, resp.content_length, head, ticket)
+        if not filler:
+            return resp
+        # A new response: assigning ``resp.app_iter`` would close the backend body.
+        teed = Response(request=req, status=resp.status, headers=resp.headers,
+                        app_iter=filler.wrap(resp.app_iter))
+        teed.content_length = resp.content_length
+        return teed
+
+    def _fill_in_background(self, req: Request, resp: Response, cache: WorkerCache,
+                            policy: CachingPolicy, ticket: int) -> None:
+        total = _object_length(resp.headers.get("Content-Range", ""))
+        if total is None:
+            return  # multipart/byteranges: not worth guessing
+        head = policy.head_for({**cached_headers(resp.headers), "Content-Length": str(total)})
+        if head is None or not cache.claim(req.path):
+            return
+        sub = make_subrequest(req.environ, method="GET", path=req.path,
+                              headers={"Range": f"bytes=0-{min(head, total) - 1}"},
+                              swift_source=SWIFT_SOURCE)
+        spawn_n(self._background_fill, sub, req.path, resp.headers.get("Etag"), cache,
+                policy.version, ticket, head, total)
+
+    def _background_fill(self, sub: Request, path: str, etag: str | None, cache: WorkerCache,
+                         version: str, ticket: int, head: int, total: int) -> None:
+        try:
+            resp = sub.get_response(self.app)
+            filler = None
+            if resp.status_int in (200, 206) and resp.headers.get("Etag") == etag:
+                filler = cache.start_fill(path, version, cached_headers(resp.headers), total,
+                                          head, ticket)
+            if filler:
+                for _chunk in filler.wrap(resp.app_iter):
+                    pass
+            else:
+                close_if_possible(resp.app_iter)
+        except Exception:  # noqa: BLE001 - a side fill must never disturb the proxy
+            LOG.exception("IOStack cache: background fill of %s failed", path)
+        finally:
+            cache.release(path)
 
     def serve_hit(self, req: Request, hit: CachedObject, cache: WorkerCache) -> Response | None:
         """The response from the cache, or None to ask the object servers after all."""
         info = get_container_info(req.environ, self.app, swift_source=SWIFT_SOURCE)
         if not 200 <= info.get("status", 0) < 300:
+            hit.close()
             return None  # let the proxy server answer for a missing container
         # What the proxy server's object controller checks before reading.
         req.acl = info.get("read_acl")

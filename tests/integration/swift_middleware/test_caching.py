@@ -445,3 +445,33 @@ def test_failing_fills_leave_responses_intact(aio, proxies, http, cached_contain
         assert resp.status_code == 200 and resp.content == body
     assert not [p for p in (failing.cache_dir / "data").rglob("*") if p.is_file()]
     assert http("GET", url, Range="bytes=0-9").content == body[:10]
+
+
+def test_range_miss_fills_the_head_on_the_side(aio, proxy, http, cached_container,
+                                               delete_on_servers):
+    head = 128 * KIB
+    container = cached_container(f"SET CACHING WITH head={head // KIB}K")
+    small, big = os.urandom(50 * KIB), os.urandom(1 * MIB)
+    http("PUT", proxy.url(f"/{container}/small"), small)
+    http("PUT", proxy.url(f"/{container}/big"), big)
+    for name, body in (("small", small), ("big", big)):
+        resp = http("GET", proxy.url(f"/{container}/{name}"), Range="bytes=20000-20999")
+        assert resp.status_code == 206 and resp.content == body[20000:21000]
+    paths = {f"/v1/AUTH_t1/{container}/{n}" for n in ("small", "big")}
+    assert wait_until(lambda: paths <= set(proxy.cached()), 5)
+
+    delete_on_servers(container, "small")
+    delete_on_servers(container, "big")
+    assert http("GET", proxy.url(f"/{container}/small")).content == small
+    resp = http("GET", proxy.url(f"/{container}/big"), Range=f"bytes=0-{head - 1}")
+    assert resp.status_code == 206 and resp.content == big[:head]
+
+
+def test_expired_objects_are_not_served(aio, proxy, http, cached_container):
+    container = cached_container("SET CACHING")
+    body = os.urandom(1000)
+    url = proxy.url(f"/{container}/o")
+    http("PUT", url, body, **{"X-Delete-After": "2"})
+    fill(proxy, http, container, "o", body)
+    assert wait_until(lambda: http("GET", url).status_code == 404, 6, 0.2)
+    assert f"/v1/AUTH_t1/{container}/o" not in proxy.cached()
