@@ -92,7 +92,7 @@ DEFAULT_CACHE_SIZE = 1 << 30
 SWIFT_SOURCE = "IOSC"  # our container-info and tail requests in the proxy log
 CACHE_ERRORS = (OSError, sqlite3.Error, ConfigError)
 MAX_BACKGROUND_FILLS = 8  # per worker: head fills triggered by Range misses
-SUBSCRIBE_WAIT = 2.0  # seconds a new worker's first request waits for the invalidation channel
+SUBSCRIBE_WAIT = 0.5  # seconds a new worker's first request waits for the invalidation channel
 _LENGTH = struct.Struct(">I")
 # Per-response headers that must not be replayed from the cache.
 _NOT_CACHED = frozenset({
