@@ -76,7 +76,8 @@ class ProxyStarter:
         self.manager = ProcessManager(Path(aio["state_dir"]))
         self.started: list[str] = []
 
-    def start(self, cache_size: int = 64 * MIB, cache_dir: Path | None = None) -> CacheProxy:
+    def start(self, cache_size: int = 64 * MIB, cache_dir: Path | None = None,
+              workers: int = 1) -> CacheProxy:
         swift_dir = Path(self.aio["swift_dir"])
         conf = ConfigParser(interpolation=None)
         conf.read(swift_dir / "proxy-server.conf")
@@ -94,7 +95,7 @@ class ProxyStarter:
         }
         port = free_port()
         conf["DEFAULT"]["bind_port"] = str(port)
-        conf["DEFAULT"]["workers"] = "1"
+        conf["DEFAULT"]["workers"] = str(workers)
         path = swift_dir / f"{name}.conf"
         with open(path, "w", encoding="utf-8") as f:
             conf.write(f)
@@ -411,6 +412,20 @@ def test_writes_through_another_proxy_invalidate(aio, proxy, proxies, http, cach
     assert http("DELETE", aio_url(aio, container, "o")).status_code == 204
     assert proxy_serves(lambda r: r.status_code == 404)
     assert path not in proxy.cached()
+
+
+def test_workers_of_one_proxy_share_entries_and_invalidations(aio, proxies, http,
+                                                              cached_container):
+    shared = proxies.start(workers=2)
+    container = cached_container("SET CACHING")
+    url = shared.url(f"/{container}/o")
+    for n in range(6):
+        body = os.urandom(1000 + n)
+        assert http("PUT", url, body).status_code == 201
+        for _ in range(4):  # new connections: both workers answer some of these
+            resp = http("GET", url)
+            assert resp.status_code == 200 and resp.content == body
+    assert f"/v1/AUTH_t1/{container}/o" in shared.cached()
 
 
 # -- failures ----------------------------------------------------------------------
