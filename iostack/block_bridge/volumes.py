@@ -150,8 +150,11 @@ class VolumeManager:
         with self.lock:
             name, backing, spec, items = self._check(name, device, serial, filters)
             tid = max([r.tid for r in self.records.values()], default=0) + 1
-            record = VolumeRecord(name, str(backing), spec, items, tid,
-                                  f"{self.iqn_prefix}:{name}".lower())
+            # IQNs allow only a-z, 0-9, '-', '.', ':' (RFC 3720).
+            iqn = f"{self.iqn_prefix}:{name}".lower().replace("_", "-")
+            if any(r.iqn == iqn for r in self.records.values()):
+                raise VolumeError("conflict", f"volume {name!r} would reuse target {iqn}")
+            record = VolumeRecord(name, str(backing), spec, items, tid, iqn)
             try:
                 self.frontends[name] = self._bring_up(record)
             except Exception as exc:
