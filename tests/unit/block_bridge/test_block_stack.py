@@ -56,6 +56,8 @@ def test_bad_specs_are_rejected_with_the_reason(filter_dir, spec, message):
 
 def test_good_spec_validates_and_empty_spec_is_the_raw_device(filter_dir, backing):
     validate(" xor(key=0x5a) > bitrev >iops(read=500, write=200) ", filter_dir)
+    # Konnector's own argument form, as in its policy field "rit 10, wit 10".
+    validate("iops(rit 10, wit 10)>bw(rbt 10, wbt 5)>xor(key = 3)", filter_dir)
     path, fd = backing
     with Stack("", fd, filter_dir) as stack:
         assert stack.filters == []
@@ -91,6 +93,20 @@ def test_reopened_volume_reads_what_was_written(filter_dir, backing):
         stack.write(data, 12345)
     with Stack("xor(key=7)>bitrev", fd, filter_dir) as stack:
         assert stack.read(5000, 12345) == data
+
+
+def test_plain_dlopen_would_share_one_instance(filter_dir):
+    """Why instances are private: the dynamic loader hands back the already
+    loaded copy of a path, so its globals (the xor key) are shared."""
+    import ctypes
+
+    first = ctypes.CDLL(str(filter_dir / "xor.so"))
+    second = ctypes.CDLL(str(filter_dir / "xor.so"))
+    first.pass_args(ctypes.c_char_p(b"key=17"))
+    second.pass_args(ctypes.c_char_p(b"key=34"))
+    out = ctypes.create_string_buffer(64)
+    first.iostack_stats(out, 64)
+    assert out.value == b"key=34"
 
 
 def test_each_volume_gets_a_private_filter_instance(filter_dir, tmp_path):

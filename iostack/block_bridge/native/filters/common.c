@@ -34,6 +34,7 @@ static const char *skip_sep(const char *p)
     return p;
 }
 
+/* "k=v, k=v" or Konnector's "k v, k v" (as in "rit 10, wit 10"). */
 int fa_parse(const char *args, struct fa_kv *kv, int max)
 {
     const char *p = skip_sep(args);
@@ -41,23 +42,28 @@ int fa_parse(const char *args, struct fa_kv *kv, int max)
 
     while (*p) {
         size_t klen = strcspn(p, "=, \t"), vlen;
+        const char *v = p + klen;
 
-        if (p[klen] != '=' || klen == 0)
+        while (*v == ' ' || *v == '\t')
+            v++;
+        if (klen == 0 || (*v == '=' ? 0 : (v == p + klen || *v == ',' || !*v)))
             return fa_fail("expected key=value at '%s'", p);
+        if (*v == '=')
+            for (v++; *v == ' ' || *v == '\t'; v++)
+                ;
         if (n == max)
             return fa_fail("more than %d arguments", max);
         if (klen >= sizeof kv[n].key)
             return fa_fail("argument name too long at '%s'", p);
         memcpy(kv[n].key, p, klen);
         kv[n].key[klen] = '\0';
-        p += klen + 1;
-        vlen = strcspn(p, ", \t");
+        vlen = strcspn(v, ", \t");
         if (vlen == 0 || vlen >= sizeof kv[n].val)
             return fa_fail("argument '%s' needs a value of 1-%zu characters", kv[n].key,
                            sizeof kv[n].val - 1);
-        memcpy(kv[n].val, p, vlen);
+        memcpy(kv[n].val, v, vlen);
         kv[n].val[vlen] = '\0';
-        p = skip_sep(p + vlen);
+        p = skip_sep(v + vlen);
         n++;
     }
     return n;

@@ -16,7 +16,8 @@ struct fa_kv {
     char val[160];
 };
 
-/* Splits args into pairs; returns their number or -1 (reason set). */
+/* Splits "k=v, k=v" (or Konnector's "k v, k v") into pairs; returns
+ * their number or -1 (reason set). */
 int fa_parse(const char *args, struct fa_kv *kv, int max);
 
 /* Parses an unsigned number with optional 0x prefix or K/M/G (x1024)
