@@ -66,7 +66,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from eventlet import patcher, spawn_n
+from eventlet import patcher, spawn, spawn_n
+from eventlet.greenthread import GreenThread
 from swift.common.request_helpers import resolve_etag_is_at_header, resolve_ignore_range_header
 from swift.common.swob import Request, Response, wsgify
 from swift.common.utils import close_if_possible, split_path
@@ -307,23 +308,66 @@ class Filler:
 
 
 class _Tail:
-    """The object servers' part of a head-cached object; a changed object drops the entry."""
+    """The object servers' part of a head-cached object; a changed object drops the entry.
+
+    ``prefetch`` sends the ranged request at once from a green thread, so the
+    object servers' latency overlaps with sending the head from flash.
+    """
 
     def __init__(self, source: SwiftObjectSource, cache: WorkerCache, path: str) -> None:
         self.source = source
         self.cache = cache
         self.path = path
+        self._pending: tuple[int, int, Iterator[bytes], GreenThread] | None = None
 
     @property
     def length(self) -> int:
         return self.source.length
 
+    def prefetch(self, start: int, end: int) -> None:
+        self.close()
+        chunks = self.source.read(start, end)
+        self._pending = (start, end, chunks, spawn(next, chunks, b""))
+
     def read(self, start: int, end: int) -> Iterator[bytes]:
+        pending = self._pending
         try:
-            yield from self.source.read(start, end)
+            if pending is not None and pending[:2] == (start, end):
+                self._pending = None
+                first = pending[3].wait()
+                if first:
+                    yield first
+                yield from pending[2]
+            else:
+                self.close()
+                yield from self.source.read(start, end)
         except ObjectChanged:
             self.cache.written(self.path)
             raise
+
+    def close(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending[3].kill()  # closes its sub-request if it is still waiting for it
+            close_if_possible(pending[2])
+
+
+class _HeadThenTail(HeadCachedSource):
+    """A head-cached object whose tail is requested before its head is sent."""
+
+    def __init__(self, head: CachedObject, tail: _Tail) -> None:
+        super().__init__(head, tail)
+        self.head = head
+        self.tail = tail
+
+    def read(self, start: int, end: int) -> Iterator[bytes]:
+        if start < self.head.cached < end:
+            self.tail.prefetch(self.head.cached, end)
+        return super().read(start, end)
+
+    def close(self) -> None:
+        self.tail.close()
+        self.head.close()
 
 
 class CachingPolicy:
@@ -534,12 +578,12 @@ class IOStackCacheMiddleware:
         resp = Response(request=as_sent, headers=headers, conditional_response=True,
                         conditional_etag=resolve_etag_is_at_header(as_sent, headers))
         if req.method == "GET":
-            view = hit
+            view: CachedObject | _HeadThenTail = hit
             if not hit.complete:
                 stored_etag = headers.get("Etag", "").strip('"')
                 tail = SwiftObjectSource(self.app, req, hit.object_length, stored_etag)
-                view = HeadCachedSource(hit, _Tail(tail, cache, req.path))
-            resp.app_iter = ViewAppIter(view, hit, req)
+                view = _HeadThenTail(hit, _Tail(tail, cache, req.path))
+            resp.app_iter = ViewAppIter(view, view, req)
         else:
             hit.close()
         resp.content_length = hit.object_length
