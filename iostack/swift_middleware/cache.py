@@ -126,7 +126,7 @@ def encode_headers(headers: dict[str, str]) -> bytes:
 
 
 def tenant_request(path: str, headers: dict[str, str]) -> RequestInfo:
-    """What the policy conditions see of a stored object (size and ETag as the tenant's)."""
+    """What the policy conditions see of a stored object (the tenant's size, type and tags)."""
     size = headers.get(SIZE_HEADER) or headers.get("Content-Length")
     return RequestInfo.from_path("GET", path, size=int(size) if size and size.isdigit() else None,
                                  headers=headers)
@@ -409,9 +409,11 @@ class IOStackCacheMiddleware:
         self.app = app
         self.reader_settings = reader_settings(conf)
         self.cache_dir = conf.get("cache_dir", DEFAULT_CACHE_DIR)
-        self.cache_size = int(conf.get("cache_size", DEFAULT_CACHE_SIZE))
-        if self.cache_size <= 0:
-            raise ValueError(f"cache_size must be a positive number of bytes: {self.cache_size}")
+        size = str(conf.get("cache_size", DEFAULT_CACHE_SIZE))
+        if not size.isdigit() or int(size) == 0:
+            raise ValueError(f"iostack_cache: cache_size must be a positive number of bytes, "
+                             f"got {size!r}")
+        self.cache_size = int(size)
         self._workers: dict[int, WorkerCache] = {}
         self._lock = threading.Lock()
 

@@ -18,6 +18,7 @@ from iostack.swift_middleware.cache import (
     cached_headers,
     caching_rules,
     entry_version,
+    filter_factory,
     tenant_request,
 )
 from iostack.swift_middleware.cache_invalidation import REMEMBERED_PATHS, InvalidationBus
@@ -253,3 +254,9 @@ def test_cached_object_rejects_non_string_headers(tmp_path):
     with pytest.raises(ValueError):
         CachedObject(head)
     head.close()
+
+
+@pytest.mark.parametrize("size", ["0", "-5", "1G", "", "abc"])
+def test_bad_cache_size_is_refused_by_name(size):
+    with pytest.raises(ValueError, match="cache_size must be a positive number of bytes"):
+        filter_factory({}, cache_size=size)(lambda env, start: [])
