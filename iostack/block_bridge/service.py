@@ -173,7 +173,8 @@ class BlockBridgeService:
         if self.httpd:
             self.httpd.shutdown()
             self.httpd.server_close()
-        self.volumes.shutdown()
+        for problem in self.volumes.shutdown():
+            log.warning("stopping: %s", problem)
         self.tgtd.stop()
         (self.block_dir / "service.json").unlink(missing_ok=True)
 

@@ -167,10 +167,19 @@ class VolumeManager:
         with self.lock:
             if not isinstance(name, str) or name not in self.records:
                 raise VolumeError("not_found", f"no volume {name!r}")
-            record = self.records.pop(name)
-            self.tgtd.remove(record.tid)
-            self.frontends.pop(name).stop()
+            try:
+                self._bring_down(name)
+            except Exception as exc:
+                raise VolumeError("failed", f"could not unexport volume {name!r}: {exc}") \
+                    from None
+            del self.records[name]
             self._save()
+
+    def _bring_down(self, name: str) -> None:
+        """Unexport, then stop the frontend (tgt must let go of the file first)."""
+        if self.records[name].tid in self.tgtd.target_ids():
+            self.tgtd.remove(self.records[name].tid)
+        self.frontends.pop(name).stop()
 
     def list(self) -> list[dict]:
         with self.lock:
@@ -192,12 +201,16 @@ class VolumeManager:
         self._save()
         return problems
 
-    def shutdown(self) -> None:
-        """Stop the frontends; records stay for the next start."""
+    def shutdown(self) -> list[str]:
+        """Stop every frontend (records stay for the next start); returns problems."""
+        problems = []
         with self.lock:
             for name in list(self.frontends):
-                self.tgtd.remove(self.records[name].tid)
-                self.frontends.pop(name).stop()
+                try:
+                    self._bring_down(name)
+                except Exception as exc:
+                    problems.append(f"volume {name!r}: {exc}")
+        return problems
 
     def _save(self) -> None:
         path = self.dir / "volumes.json"

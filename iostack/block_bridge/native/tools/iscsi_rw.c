@@ -98,8 +98,12 @@ static void do_write(uint64_t off, uint32_t block)
         scsi_free_scsi_task(task);
         off += n;
     }
-    if (!ok(iscsi_synchronizecache10_sync(iscsi, lun, 0, 0, 0, 0)))
-        die("synchronize cache");
+    {
+        struct scsi_task *task = iscsi_synchronizecache10_sync(iscsi, lun, 0, 0, 0, 0);
+        if (!ok(task))
+            die("synchronize cache");
+        scsi_free_scsi_task(task);
+    }
     free(buf);
 }
 
