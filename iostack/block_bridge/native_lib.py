@@ -66,6 +66,8 @@ def library() -> ctypes.CDLL:
         lib.iostack_filter_name.restype = c_char_p
         lib.iostack_stack_alignment.argtypes = [c_void_p]
         lib.iostack_stack_alignment.restype = ctypes.c_uint
+        lib.iostack_serialized.argtypes = [c_void_p]
+        lib.iostack_serialized.restype = c_int
         lib.iostack_filter_stats.argtypes = [c_void_p, c_int, c_char_p, c_size_t]
         lib.iostack_filter_stats.restype = c_int
         _lib = lib
@@ -121,6 +123,11 @@ class Stack:
     @property
     def alignment(self) -> int:
         return self._lib.iostack_stack_alignment(self._handle)
+
+    @property
+    def serialized(self) -> bool:
+        """True when the stack runs one request at a time."""
+        return bool(self._lib.iostack_serialized(self._handle))
 
     def stats(self, index: int) -> dict[str, str]:
         """A filter's counters, e.g. ``{"hits": "3", "misses": "1"}``."""

@@ -132,6 +132,19 @@ def test_each_volume_gets_a_private_filter_instance(filter_dir, tmp_path):
     assert on_disk(paths[1], 0, 4) == xor(b"same", 0x22)
 
 
+@pytest.mark.parametrize(
+    ("spec", "serialized"),
+    [("", False), ("xor>bitrev>iops(read=10)>bw(write=1M)", False),
+     ("xor>ccache", True), ("dcache", True), ("prefetch", True), ("xor>mirror", True)],
+)
+def test_stack_runs_in_parallel_only_if_every_filter_is_thread_safe(filter_dir, backing, spec,
+                                                                    serialized):
+    """Caches and the prefetcher keep device bytes, and the bare-ABI filter
+    says nothing: with any of them the stack takes one request at a time."""
+    with Stack(spec, backing[1], filter_dir) as stack:
+        assert stack.serialized is serialized
+
+
 def test_bare_konnector_abi_filter_loads_unmodified(filter_dir, backing):
     path, fd = backing
     with Stack("mirror>xor(key=1)", fd, filter_dir) as stack:

@@ -2,7 +2,9 @@
  * An in-memory cache of fixed-size blocks with a memory cap and LRU
  * eviction, shared by the compressed (ccache) and deduplicated (dcache)
  * read caches. What a cached block holds (compressed bytes, a reference
- * to a shared chunk) is up to the filter, through bc_ops.
+ * to a shared chunk) is up to the filter, through bc_ops. Its own lock keeps
+ * the index consistent whatever the caller does (stacks with a cache also
+ * run one request at a time, see ccache.c).
  */
 #ifndef IOSTACK_BLOCKCACHE_H
 #define IOSTACK_BLOCKCACHE_H

@@ -7,6 +7,11 @@
  * block refers, by SHA-256 of its content, to a shared chunk with a
  * reference count. The cap counts each unique chunk once; a chunk is freed
  * when the last block referring to it is evicted or overwritten.
+ *
+ * Not iostack_thread_safe: a read that reached the device before a
+ * concurrent write landed would fill the cache with the old bytes after the
+ * write had updated it (a filter cannot see the device write complete), so
+ * the stack runs one request at a time when a cache is present.
  */
 #include <openssl/sha.h>
 #include <stdio.h>
@@ -127,11 +132,6 @@ int pass_args(char *args)
 char *get_name(void)
 {
     return "dcache";
-}
-
-int iostack_thread_safe(void)
-{
-    return 1;
 }
 
 int iostack_stats(char *out, size_t outlen)

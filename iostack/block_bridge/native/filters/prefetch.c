@@ -8,10 +8,12 @@
  * request) from the device in one call and answers from memory until the
  * stream leaves the window. Writes overlapping the window discard it.
  * It reads the device directly, so it must be the bottom filter (it says so
- * with iostack_reads_device and the stack enforces it).
+ * with iostack_reads_device and the stack enforces it). It does not claim
+ * iostack_thread_safe: a window fetched while a concurrent write sits between
+ * write_xform and the device would keep the old bytes, so the stack runs
+ * one request at a time when it is present.
  */
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +22,6 @@
 #include "common.h"
 #include "iostack_filter.h"
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static unsigned char *window;
 static uint64_t window_size = 512 * 1024, trigger = 2;
 static uint64_t win_off, win_len; /* bytes of the device held in window */
@@ -66,7 +67,6 @@ static bool fetch(int fd, unsigned long cnt, unsigned long offset)
 int pre_read(void *buf, unsigned long cnt, unsigned long int offset, unsigned int fdesc,
              bool *doRead)
 {
-    pthread_mutex_lock(&mu);
     run = offset == last_end ? run + 1 : 0;
     last_end = offset + cnt;
     *doRead = true;
@@ -77,19 +77,16 @@ int pre_read(void *buf, unsigned long cnt, unsigned long int offset, unsigned in
     } else {
         misses++;
     }
-    pthread_mutex_unlock(&mu);
     return 0;
 }
 
 void write_xform(void *buf, unsigned long cnt, unsigned long offset, bool *doWrite)
 {
     (void)buf;
-    pthread_mutex_lock(&mu);
     if (win_len && offset < win_off + win_len && offset + cnt > win_off) {
         win_len = 0;
         discards++;
     }
-    pthread_mutex_unlock(&mu);
     *doWrite = true;
 }
 
@@ -125,11 +122,6 @@ char *get_name(void)
     return "prefetch";
 }
 
-int iostack_thread_safe(void)
-{
-    return 1;
-}
-
 int iostack_reads_device(void)
 {
     return 1;
@@ -139,12 +131,10 @@ int iostack_stats(char *out, size_t outlen)
 {
     int n;
 
-    pthread_mutex_lock(&mu);
     n = snprintf(out, outlen, "hits=%llu misses=%llu fetches=%llu fetched_bytes=%llu discards=%llu",
                  (unsigned long long)hits, (unsigned long long)misses,
                  (unsigned long long)fetches, (unsigned long long)fetched_bytes,
                  (unsigned long long)discards);
-    pthread_mutex_unlock(&mu);
     return n < 0 ? -1 : 0;
 }
 

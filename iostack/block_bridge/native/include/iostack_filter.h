@@ -47,8 +47,11 @@ char *get_name(void);
  * Default 1. */
 unsigned int iostack_alignment(void);
 
-/* Nonzero when the entry points may run concurrently. If any filter of a
- * stack lacks this, the stack runs one request at a time (as Konnector did). */
+/* Nonzero when the entry points may run concurrently, including a read and
+ * a write of the same blocks overlapping in time (a filter cannot see when
+ * the device write completes; caches of device data therefore must not
+ * claim this). If any filter of a stack lacks it, the stack runs one
+ * request at a time (as Konnector did). */
 int iostack_thread_safe(void);
 
 /* Nonzero when the filter reads the device itself (through pre_read's

@@ -36,6 +36,8 @@ void iostack_close(iostack_stack *s);
 int iostack_depth(const iostack_stack *s);
 const char *iostack_filter_name(const iostack_stack *s, int index);
 unsigned int iostack_stack_alignment(const iostack_stack *s);
+/* 1 when the stack runs one request at a time (a filter is not thread safe). */
+int iostack_serialized(const iostack_stack *s);
 int iostack_filter_stats(iostack_stack *s, int index, char *out, size_t outlen);
 
 #endif

@@ -293,6 +293,11 @@ unsigned int iostack_stack_alignment(const iostack_stack *s)
     return s->alignment;
 }
 
+int iostack_serialized(const iostack_stack *s)
+{
+    return s->exclusive;
+}
+
 int iostack_filter_stats(iostack_stack *s, int index, char *out, size_t outlen)
 {
     int rc;
