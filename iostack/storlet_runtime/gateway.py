@@ -72,6 +72,8 @@ class BwrapRunTimeSandbox(RunTimeSandbox):
         """Bring the scope's sandbox up once, however many requests find it down at once."""
         with self.process.lock(self.sandbox_wait_timeout + self.sandbox_stop_timeout + 5):
             # Another request may have started it while this one waited for the lock.
+            # (Upstream also restarts after failing to stop a storlet daemon; skipping
+            # then is harmless: starting the daemon again answers "already running".)
             if self.process.running_pid() is not None and self.ping():
                 return
             super().restart()
