@@ -1,9 +1,10 @@
 #!/bin/sh
 # Puts tcmu-runner's headers (tcmu-runner.h and what it includes) into DEST.
 # Debian ships tcmu-runner and libtcmu.so.2 but no headers; its source
-# package has them. A private apt configuration (a deb-src line, its own
-# lists and cache under DEST) fetches the source without touching the
-# system's apt sources. Idempotent: does nothing if the headers are there.
+# package has them. A private apt configuration (the system's own archives
+# as deb-src entries, its own lists and cache under DEST) fetches the source
+# without touching the system's apt setup. Idempotent: does nothing if the
+# headers are there.
 set -eu
 dest=${1:?usage: fetch-headers.sh DEST}
 mkdir -p "$dest"
@@ -15,10 +16,15 @@ version=$(dpkg-query -W -f='${source:Version}' tcmu-runner 2>/dev/null || true)
 
 apt="$dest/apt"
 mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial" "$apt/sources.list.d" "$dest/src"
-suite=$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")
-cat > "$apt/sources.list" <<SRC
-deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] ${ARCHIVE_MIRROR} $suite main
-SRC
+# The same archives (mirror, suites, keys) the system installs binaries from.
+: > "$apt/sources.list"
+for list in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    [ -f "$list" ] && sed -n 's/^deb /deb-src /p' "$list" >> "$apt/sources.list"
+done
+for sources in /etc/apt/sources.list.d/*.sources; do
+    [ -f "$sources" ] && sed 's/^Types:.*/Types: deb-src/' "$sources" \
+        > "$apt/sources.list.d/$(basename "$sources")"
+done
 set -- -o Dir::Etc::SourceList="$apt/sources.list" -o Dir::Etc::SourceParts="$apt/sources.list.d" \
        -o Dir::State::Lists="$apt/lists" -o Dir::Cache="$apt/cache" -o APT::Sandbox::User=root
 apt-get -qq "$@" update
