@@ -5,19 +5,67 @@ wall-clock ``START_AT`` restart the scope's sandbox from GREENTHREADS
 greenthreads at once, print JSON (how many real starts this process made, the
 recorded pid, whether the agent answers), then keep the process (the
 sandbox's parent, if it started it) alive for HOLD seconds.
+
+``python sandbox_driver.py invoke HOST_ROOT SCOPE STORLET.py CONF_JSON``: run
+the storlet once through the gateway (no Swift) on a small input and print
+JSON: status ``ok`` with the output, or the error, and the elapsed seconds.
 """
 
 import json
 import logging
 import sys
 import time
+from pathlib import Path
 
 import eventlet
+from storlets.gateway.common.file_manager import FileManager
+from storlets.gateway.common.stob import StorletData
 
-from iostack.storlet_runtime.gateway import BwrapRunTimeSandbox
+from iostack.storlet_runtime.deploy import check_python_storlet
+from iostack.storlet_runtime.gateway import BwrapRunTimeSandbox, BwrapStorletGateway
+
+
+class LocalFiles(FileManager):
+    """Serves the storlet file from disk instead of a Swift container."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def get_storlet(self, name):
+        return iter([self.path.read_bytes()]), None
+
+    def get_dependency(self, name):
+        raise FileNotFoundError(name)
+
+    def put_log(self, name, fobj):
+        pass
+
+
+def invoke(host_root: str, scope: str, storlet_path: str, conf_json: str) -> None:
+    path = Path(storlet_path)
+    conf = {"host_root": host_root, "sandbox_ping_interval": "0.05",
+            "storlet_daemon_factory_debug_level": "ERROR", **json.loads(conf_json)}
+    storlet = check_python_storlet(path.name, path.read_bytes())
+    gateway = BwrapStorletGateway(conf, logging.getLogger("driver"), scope)
+    request = BwrapStorletGateway.request_class(
+        path.name, {}, StorletData({}, data_iter=iter([b"input"])),
+        options={"storlet_main": storlet.main, "storlet_language": "python",
+                 "file_manager": LocalFiles(path), "storlet_x_timestamp": "1",
+                 "storlet_content_length": str(path.stat().st_size)})
+    start = time.monotonic()
+    try:
+        response = gateway.invocation_flow(request)
+        result = {"status": "ok", "body": b"".join(response.data.data_iter).decode()}
+    except Exception as exc:  # report any failure to the test
+        body = getattr(exc, "body", b"").decode()  # swob errors carry their message there
+        result = {"status": "error", "error": f"{type(exc).__name__}: {exc} {body}"}
+    print(json.dumps(result | {"seconds": time.monotonic() - start}), flush=True)
 
 
 def main() -> None:
+    if sys.argv[1] == "invoke":
+        invoke(*sys.argv[2:6])
+        return
     host_root, scope, threads, start_at, hold = sys.argv[1:6]
     conf = {"host_root": host_root, "sandbox_ping_interval": "0.05",
             "storlet_daemon_factory_debug_level": "ERROR"}

@@ -99,3 +99,42 @@ def test_unreachable_directory_is_named(tmp_path):
     private.chmod(0o700)
     with pytest.raises(SandboxStartError, match=f"cannot enter {private}"):
         check_reachable(str(private / "pipes"), 65534, 65534)
+
+
+SPIN = b"""class Spin:
+    def __init__(self, logger):
+        pass
+
+    def __call__(self, in_files, out_files, params):
+        while True:
+            pass
+"""
+
+
+def invoke(host_root: Path, scope: str, storlet: Path, conf: dict) -> dict:
+    done = subprocess.run(  # noqa: S603 - fixed argv
+        [sys.executable, str(DRIVER), "invoke", str(host_root), scope, str(storlet),
+         json.dumps(conf)], capture_output=True, text=True, timeout=120, check=False)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_cpu_time_limit_kills_a_spinning_storlet_before_the_timeout(host_root, tmp_path):
+    storlet = tmp_path / "spin.py"
+    storlet.write_bytes(SPIN)
+    result = invoke(host_root, "cpu" + uuid.uuid4().hex[:8], storlet,
+                    {"sandbox_cpu_seconds": "2", "storlet_timeout": "60"})
+    assert result["status"] == "error"
+    assert "did not answer" not in result["error"]  # the storlet died; no timeout fired
+    # Killed by RLIMIT_CPU after 2 s of CPU (plus the 1 s daemon start), not by the 60 s timeout.
+    assert result["seconds"] < 30, result
+
+
+def test_request_timeout_tears_the_sandbox_down(host_root, tmp_path):
+    storlet = tmp_path / "spin.py"
+    storlet.write_bytes(SPIN)
+    scope = "tmo" + uuid.uuid4().hex[:8]
+    result = invoke(host_root, scope, storlet, {"storlet_timeout": "3"})
+    assert result["status"] == "error" and "did not answer within 3 s" in result["error"]
+    assert 3 <= result["seconds"] < 20
+    assert ScopeSandbox(host_root / "sandboxes", scope).running_pid() is None
+    assert scope_processes(f"{scope}_{scope}") == []
