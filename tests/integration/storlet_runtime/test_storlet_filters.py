@@ -6,6 +6,9 @@ middleware makes); results come back through ``read_storlet_result``.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import uuid
 import zlib
 from pathlib import Path
@@ -130,3 +133,16 @@ def test_tenant_cannot_run_a_storlet_of_another_account(tenant_for, storlet_tena
                                                           sysmeta={"len": "7"}))
     assert resp.status_code >= 400
     assert resp.content != b"t2 data"
+
+
+def test_runner_drives_a_sandboxed_filter_from_inside_a_middleware(aio, custom_zlib):
+    """SandboxRunner: what the IOStack middleware calls to run a filter at the proxy stage."""
+    done = subprocess.run(  # noqa: S603 - fixed argv
+        [sys.executable, str(HERE / "runner_driver.py"), aio["swift_dir"], "AUTH_t1",
+         packaging.storlet_name(custom_zlib)],
+        capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["stored"] < result["original"] // 4
+    assert result["sysmeta"] == {"len": str(result["original"])}
+    assert result["whole_ok"] and result["part_ok"]

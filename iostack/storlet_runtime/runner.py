@@ -1,0 +1,80 @@
+"""Run a storlet from inside a Swift middleware, without going through ``storlet_handler``.
+
+The IOStack proxy middleware sits below ``storlet_handler`` in the pipeline,
+so its own requests never reach it; to run a sandboxed filter at the proxy
+stage, on PUT or GET, in any position among native filters, it calls::
+
+    runner = SandboxRunner(swift_dir, logger)        # once, at filter_factory time
+    metadata, chunks = runner.run("AUTH_t1", "iostack_noop.py",
+                                  {"mode": "encode", "params": "{}"}, body_chunks)
+
+which does what the proxy handler of Storlets does for ``X-Run-Storlet``:
+reads the storlet's registration (``X-Object-Meta-Storlet-*``) from the
+account's ``storlet`` container through the internal client, builds the
+request and hands it to the ``bwrap`` gateway with the same gateway config as
+the middleware (same scope, same sandbox). Errors are the gateway's: ``400``
+(message too large), ``503`` (timeout), ``StorletRuntimeException``.
+
+Importing this module monkey-patches the process with eventlet (Storlets'
+runtime does it on import): fine in a Swift server, which already is.
+"""
+
+from __future__ import annotations
+
+import configparser
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from storlets.gateway.common.stob import StorletData
+from storlets.swift_middleware.handlers.base import SwiftFileManager
+
+from iostack.storlet_runtime.gateway import BwrapStorletGateway
+from iostack.storlet_runtime.swift_conf import (
+    DEPENDENCY_CONTAINER,
+    LOG_CONTAINER,
+    STORLET_CONTAINER,
+    gateway_conf_path,
+    internal_client_conf_path,
+)
+
+META = "x-object-meta-storlet-"
+
+
+def storlets_scope(account: str, reseller_prefix: str = "AUTH") -> str:
+    """The scope Storlets derives from an account: no reseller prefix, 13 characters."""
+    start = len(reseller_prefix) + 1 if account.startswith(reseller_prefix + "_") else 0
+    return account[start:start + 13]
+
+
+class SandboxRunner:
+    def __init__(self, swift_dir: str | Path, logger: Any, reseller_prefix: str = "AUTH") -> None:
+        parser = configparser.RawConfigParser()
+        parser.read(gateway_conf_path(Path(swift_dir)))
+        self.gateway_conf = dict(parser.items("DEFAULT"))
+        self.ic_conf = str(internal_client_conf_path(Path(swift_dir)))
+        self.logger = logger
+        self.reseller_prefix = reseller_prefix
+
+    def run(self, account: str, storlet: str, params: dict[str, str],
+            data_iter: Iterable[bytes], metadata: dict[str, str] | None = None,
+            ) -> tuple[dict[str, str], Iterator[bytes]]:
+        """Run ``storlet`` of ``account`` on ``data_iter``; return its metadata and output."""
+        files = SwiftFileManager(account, STORLET_CONTAINER, DEPENDENCY_CONTAINER,
+                                 LOG_CONTAINER, self.ic_conf, self.logger)
+        registration = files.client.get_object_metadata(account, STORLET_CONTAINER, storlet)
+        options = {
+            "storlet_main": registration[META + "main"],
+            "storlet_language": registration[META + "language"],
+            "storlet_language_version": registration.get(META + "language-version"),
+            "storlet_x_timestamp": registration["x-timestamp"],
+            "storlet_content_length": registration["content-length"],
+            "file_manager": files,
+        }
+        gateway = BwrapStorletGateway(self.gateway_conf, self.logger,
+                                      storlets_scope(account, self.reseller_prefix))
+        request = gateway.request_class(storlet, dict(params),
+                                        StorletData(metadata or {}, data_iter=iter(data_iter)),
+                                        options=options)
+        response = gateway.invocation_flow(request)
+        return response.data.user_metadata, iter(response.data.data_iter)
