@@ -21,8 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 import requests
+from botocore.config import Config
+from botocore.exceptions import ClientError
 from swift.common import direct_client, utils
 from swift.common.ring import Ring
 from swift.common.utils import Timestamp
@@ -341,6 +344,31 @@ def test_other_tenants_and_anonymous_are_refused_on_hits(aio, proxy, http, cache
     http("POST", proxy.url(f"/{container}"), **{"X-Container-Read": ".r:*"})
     assert wait_until(lambda: requests.get(proxy.url(f"/{container}/o"),
                                            timeout=10).content == body, 5)
+
+
+def test_s3_reads_hit_the_cache(aio, proxy, http, cached_container, delete_on_servers):
+    def s3_client(tenant: str, key: str | None = None):
+        creds = aio["tenants"][tenant]
+        return boto3.client(
+            "s3", endpoint_url=f"http://127.0.0.1:{proxy.port}", region_name=aio["s3_region"],
+            aws_access_key_id=creds["user"], aws_secret_access_key=key or creds["key"],
+            config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+
+    bucket = cached_container("SET CACHING")
+    body = os.urandom(70 * KIB)
+    http("PUT", proxy.url(f"/{bucket}/k"), body)
+    fill(proxy, http, bucket, "k", body)
+    delete_on_servers(bucket, "k")
+    s3 = s3_client("t1")
+    assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == body
+    ranged = s3.get_object(Bucket=bucket, Key="k", Range="bytes=100-199")["Body"].read()
+    assert ranged == body[100:200]
+    with pytest.raises(ClientError) as forged:
+        s3_client("t1", key="not-the-key").get_object(Bucket=bucket, Key="k")
+    assert forged.value.response["Error"]["Code"] in ("SignatureDoesNotMatch", "AccessDenied")
+    with pytest.raises(ClientError) as denied:  # t2's buckets are its own account's
+        s3_client("t2").get_object(Bucket=bucket, Key="k")
+    assert denied.value.response["Error"]["Code"] == "NoSuchBucket"
 
 
 # -- eviction ----------------------------------------------------------------------
