@@ -1,6 +1,8 @@
 """The vocabulary a fresh controller starts with.
 
-Filters come from the filter library (``iostack.filters.registry``); the
+Filters come from the filter library (``iostack.filters.registry``, object
+filters) and the block bridge (``iostack.block_bridge.catalog``, block
+filters, ``extra["domain"] == "block"``); the
 metrics are those the monitoring middleware publishes; the QoS classes and
 object types are defaults an administrator can change or delete (seeding
 never brings back what an administrator removed, see ``registry.seed``).
@@ -8,8 +10,24 @@ never brings back what an administrator removed, see ``registry.seed``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
+from iostack.block_bridge.catalog import block_filters, block_validators
 from iostack.dsl.vocabulary import Metric, QosClass
-from iostack.filters.registry import builtin_metadata as builtin_filters  # noqa: F401
+from iostack.filters.metadata import FilterMetadata
+from iostack.filters.registry import builtin_metadata, get_filter
+
+
+def builtin_filters() -> list[FilterMetadata]:
+    return [*builtin_metadata(), *block_filters()]
+
+
+def builtin_validators() -> dict[str, Callable[[dict[str, Any]], None]]:
+    """Each built-in filter's own parameter check (cross-parameter rules included)."""
+    library = {meta.name: get_filter(meta.name).validate for meta in builtin_metadata()}
+    return library | block_validators()
+
 
 METRICS = (
     Metric("GETS_SEC", "number", "GET requests per second"),

@@ -26,7 +26,6 @@ from iostack.dsl.checker import check_text
 from iostack.dsl.errors import DSLError
 from iostack.dsl.vocabulary import Metric, QosClass, Vocabulary
 from iostack.filters.metadata import FilterMetadata
-from iostack.filters.registry import filter_names, get_filter
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,63}$")
 
@@ -277,7 +276,7 @@ def _metrics_of(condition: dict[str, Any] | None) -> set[str]:
 
 
 def _library_validators(filters: dict[str, str]):
-    """The library's own parameter checks, for library filters the admin has not replaced."""
-    library = set(filter_names())
-    return {name: get_filter(name).validate for name, raw in filters.items()
-            if name in library and json.loads(raw).get("extra", {}).get("origin") == "builtin"}
+    """The built-in filters' own parameter checks, for those the admin has not replaced."""
+    checks = builtins.builtin_validators()
+    return {name: checks[name] for name, raw in filters.items()
+            if name in checks and json.loads(raw).get("extra", {}).get("origin") == "builtin"}
