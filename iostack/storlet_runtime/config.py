@@ -45,6 +45,7 @@ Storlets hands every gateway the ``[DEFAULT]`` section of the file named by
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import pwd
@@ -143,3 +144,13 @@ class SandboxConfig:
             tmp_size=parse_size("sandbox_tmp_size", conf.get("sandbox_tmp_size", "64M")),
             file_size=parse_size("sandbox_file_size", conf.get("sandbox_file_size", "64M")),
         )
+
+
+@functools.lru_cache(maxsize=16)
+def _cached(items: tuple[tuple[str, str], ...]) -> SandboxConfig:
+    return SandboxConfig.from_gateway_conf(dict(items))
+
+
+def sandbox_config(conf: Mapping[str, str]) -> SandboxConfig:
+    """``SandboxConfig`` of a gateway config, parsed once (the gateway is built per request)."""
+    return _cached(tuple(sorted((str(k), str(v)) for k, v in conf.items())))

@@ -46,7 +46,7 @@ from storlets.gateway.gateways.container.runtime import RunTimeSandbox
 from storlets.sbus import SBus
 from swift.common.swob import HTTPBadRequest, HTTPServiceUnavailable
 
-from iostack.storlet_runtime.config import SandboxConfig
+from iostack.storlet_runtime.config import sandbox_config
 from iostack.storlet_runtime.sandbox import ScopeSandbox, bwrap_command
 from iostack.storlet_runtime.sbus_limits import SBUS_MAX_MESSAGE, execute_message_size
 
@@ -62,7 +62,7 @@ class BwrapRunTimeSandbox(RunTimeSandbox):
 
     def __init__(self, scope: str, conf: dict[str, Any], logger: Any) -> None:
         super().__init__(scope, conf, logger)
-        self.config = SandboxConfig.from_gateway_conf(conf)
+        self.config = sandbox_config(conf)
         # The host side of SBus loads the library through this class attribute.
         SBus.SBUS_SO_NAME = self.config.libsbus_path
         self.process = ScopeSandbox(run_dir(conf), scope)
@@ -103,7 +103,7 @@ class BwrapStorletGateway(StorletGatewayContainer):
 
     def __init__(self, conf: dict[str, Any], logger: Any, scope: str) -> None:
         super().__init__(conf, logger, scope)
-        self.sandbox_config = SandboxConfig.from_gateway_conf(conf)
+        self.sandbox_config = sandbox_config(conf)
 
     def invocation_flow(self, sreq: Any) -> Any:
         size = execute_message_size(sreq, self.paths.get_sbox_storlet_dir(sreq.storlet_main))

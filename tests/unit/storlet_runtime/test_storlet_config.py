@@ -53,3 +53,11 @@ def test_root_sandbox_user_is_refused():
     with pytest.raises(SandboxConfigError, match="no such user"):
         SandboxConfig.from_gateway_conf({"sandbox_user": "no-such-user-here"})
     assert SandboxConfig.from_gateway_conf({"sandbox_user": "4242"}).uid == 4242
+
+
+def test_parsed_once_per_distinct_config():
+    from iostack.storlet_runtime.config import sandbox_config
+
+    first = sandbox_config({"sandbox_cpu_seconds": "5"})
+    assert sandbox_config({"sandbox_cpu_seconds": "5"}) is first
+    assert sandbox_config({"sandbox_cpu_seconds": "6"}).cpu_seconds == 6
