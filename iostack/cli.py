@@ -15,6 +15,7 @@ COMMAND_MODULES = (
     "iostack.aio.cli",
     "iostack.controller.cli",
     "iostack.storlet_runtime.cli",
+    "iostack.block_bridge.cli",
 )
 
 

@@ -30,6 +30,9 @@ class AioConfig:
     container_port: int = 6201
     account_port: int = 6202
     controller_port: int = 9090
+    block_port: int = 18700  # block bridge JSON-RPC
+    iscsi_port: int = 3260  # block bridge iSCSI portal (tgt)
+    block_demo: int = 0  # 1: create a filtered demo volume ("demo", xor>bitrev, 64 MiB)
     memcache_url: str = "127.0.0.1:11211"
     redis_url: str = "redis://127.0.0.1:6379/0"
     # The stock local broker's loopback-only account; a private broker gets generated credentials.

@@ -22,7 +22,7 @@ from typing import Any
 from iostack.aio.services import free_port
 from iostack.aio.state import AioNotRunning, load_aio_info
 
-PORT_SETTINGS = ("proxy", "account", "container", "object", "controller")
+PORT_SETTINGS = ("proxy", "account", "container", "object", "controller", "block", "iscsi")
 
 
 class StackStartError(RuntimeError):

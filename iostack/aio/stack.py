@@ -32,8 +32,10 @@ from iostack.aio.state import AIO_INFO_FILE, write_private_json
 from iostack.aio.swift import DAEMONS, SERVERS, SwiftLayout, tenant_account, tenant_user
 
 CONTROLLER = "controller"
+BLOCK_BRIDGE = "block-bridge"
 # Stop order: clients of a service before the service.
-STOP_ORDER = (CONTROLLER, "proxy", *DAEMONS, "object", "container", "account")
+STOP_ORDER = (BLOCK_BRIDGE, CONTROLLER, "proxy", *DAEMONS, "object", "container", "account")
+DEMO_VOLUME = {"name": "demo", "size": 64 << 20, "filters": "xor(key=0x5a)>bitrev"}
 
 
 class AioError(RuntimeError):
@@ -120,7 +122,10 @@ class AllInOne:
             CONTROLLER, lambda: _http_ok(f"{controller_url}/v1/health"), "health check"
         )
 
+        block = self._start_block_bridge()
+
         info = self._describe(secrets, redis.url, amqp.url, memcache.url, controller_url)
+        info["block_bridge"] = block
         user = info["tenants"]["t1"]
         self._wait_for(
             "proxy",
@@ -130,6 +135,41 @@ class AllInOne:
         )
         write_private_json(self.info_path, info)
         return info
+
+    def _start_block_bridge(self) -> dict[str, Any]:
+        """The block bridge's JSON-RPC service (it runs its own tgtd for the iSCSI portal)."""
+        cfg = self.config
+        conf_path = self.state_dir / "etc" / "block-bridge.json"
+        conf: dict[str, Any] = {
+            "user": "admin",
+            "password": aio_secrets.generated_secret(self.state_dir, "block_bridge_password"),
+            "state_dir": str(self.state_dir),
+            "host": cfg.host, "port": cfg.block_port,
+            "portal_host": cfg.host, "portal_port": cfg.iscsi_port,
+        }
+        if cfg.block_demo:
+            conf["demo_volume"] = DEMO_VOLUME
+        write_private_json(conf_path, conf)
+        ready = self.state_dir / "block" / "service.json"
+        if self.processes.find(BLOCK_BRIDGE) is None:
+            ready.unlink(missing_ok=True)  # left by a service that was killed
+        if self.processes.find(BLOCK_BRIDGE) is None and port_open(cfg.host, cfg.iscsi_port):
+            raise AioError(f"{BLOCK_BRIDGE}: iSCSI port {cfg.host}:{cfg.iscsi_port} is already "
+                           "in use; choose another with IOSTACK_ISCSI_PORT or --iscsi-port")
+        self._start_process(
+            BLOCK_BRIDGE,
+            [sys.executable, "-m", "iostack.block_bridge.service", "--config", str(conf_path)],
+            cfg.block_port,
+        )
+        self._wait_for(BLOCK_BRIDGE, ready.is_file, "start-up (block/service.json)")
+        described = {
+            "url": f"http://{cfg.host}:{cfg.block_port}/targetrpc",
+            "user": conf["user"], "password": conf["password"],
+            "iscsi_portal": f"{cfg.host}:{cfg.iscsi_port}",
+        }
+        if cfg.block_demo:
+            described["demo_volume"] = DEMO_VOLUME["name"]
+        return described
 
     def _start_process(self, name: str, argv: list[str], port: int | None) -> None:
         if self.processes.find(name):

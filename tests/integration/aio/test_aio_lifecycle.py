@@ -15,6 +15,7 @@ from pathlib import Path
 import pika
 import pytest
 import redis
+import requests
 import swiftclient
 
 from iostack.aio.processes import ProcessManager
@@ -23,7 +24,7 @@ from iostack.aio.session import PORT_SETTINGS, aio_command, free_port_args
 pytestmark = pytest.mark.integration
 
 EXPECTED = {"account", "container", "object", "proxy", "container-updater", "controller",
-            "memcached", "redis", "rabbitmq", "epmd"}
+            "block-bridge", "memcached", "redis", "rabbitmq", "epmd"}
 
 
 def ports_args() -> list[str]:
@@ -52,7 +53,8 @@ def pid_alive(pid: int) -> bool:
 def test_private_services_start_stop_and_restart(tmp_path):
     state_dir = tmp_path / "aio"
     args = ports_args()
-    started = aio_command("start", state_dir, "--json", "--replicas", "3", *args)
+    started = aio_command("start", state_dir, "--json", "--replicas", "3", "--block-demo", "1",
+                          *args)
     assert started.returncode == 0, started.stderr
     try:
         info = json.loads(started.stdout)
@@ -84,6 +86,16 @@ def test_private_services_start_stop_and_restart(tmp_path):
         pids = live_pids(state_dir)
         assert set(pids) == EXPECTED
 
+        # The block bridge answers with its generated credentials and exports the demo volume.
+        block = info["block_bridge"]
+        call = {"jsonrpc": "2.0", "id": 1, "method": "list_filtered_volumes"}
+        answer = requests.post(block["url"], json=call, auth=(block["user"], block["password"]),
+                               timeout=30).json()
+        assert [v["name"] for v in answer["result"]] == ["demo"]
+        assert answer["result"][0]["iscsi_url"].startswith(f"iscsi://{block['iscsi_portal']}/")
+        assert requests.post(block["url"], json=call, auth=(block["user"], "wrong"),
+                             timeout=30).status_code == 401
+
         status = aio_command("status", state_dir)
         assert status.returncode == 0, status.stdout
 
@@ -98,6 +110,7 @@ def test_private_services_start_stop_and_restart(tmp_path):
     assert not any(pid_alive(pid) for pid in pids.values())
     assert live_pids(state_dir) == {}
     assert not (state_dir / "aio.json").exists()
+    assert str(state_dir) not in Path("/proc/mounts").read_text()  # no FUSE volume left
     down = aio_command("status", state_dir)
     assert down.returncode != 0
 
