@@ -106,6 +106,7 @@ def run(url, token, conn, plain_c, native_c, args) -> None:
         ratios = {c: [] for c in CONFIGS}
         added50 = {c: [] for c in CONFIGS}
         added95 = {c: [] for c in CONFIGS}
+        plain_p50 = []
         for _ in range(args.repeat):
             results = {}
             for config in CONFIGS:
@@ -116,13 +117,15 @@ def run(url, token, conn, plain_c, native_c, args) -> None:
 
                 results[config] = run_clients(1, args.seconds, op, lambda: Client(url, token))
             base = results["plain"]
+            plain_p50.append(statistics.median(base.latencies) * 1000)
             for config, result in results.items():
                 ratios[config].append(result.mb_per_s / base.mb_per_s)
                 added50[config].append((statistics.median(result.latencies)
                                         - statistics.median(base.latencies)) * 1000)
                 added95[config].append((percentile(result.latencies, 0.95)
                                         - percentile(base.latencies, 0.95)) * 1000)
-        print(f"\nwarm GET {human_size(size)}, 1 client, medians of {args.repeat} repetitions")
+        print(f"\nwarm GET {human_size(size)}, 1 client, medians of {args.repeat} repetitions "
+              f"(plain p50 {statistics.median(plain_p50):.1f} ms)")
         print_table(["config", "x plain throughput", "added p50 ms", "added p95 ms"],
                     [[c, statistics.median(ratios[c]), statistics.median(added50[c]),
                       statistics.median(added95[c])] for c in CONFIGS])
