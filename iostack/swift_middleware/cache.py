@@ -48,25 +48,20 @@ plus the policy-reader options of ``policies``. Cache errors (disk, SQLite)
 are logged and turn into misses; an unusable ``cache_dir`` disables the cache
 for the worker but never fails a request.
 
-Entry format: the ``CacheStore`` entry holds a 4-byte length, the stored
-response headers as JSON, then the body's first bytes; the store's version is
-``c1:`` plus a digest of the ``caching`` rules.
+Modules: ``cache_policy`` (what is cached, entry versions), ``cache_worker``
+(a worker's store, fills, entry format), ``cache_invalidation`` (pub/sub).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
-import sqlite3
-import struct
 import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
-from eventlet import patcher, spawn, spawn_n
+from eventlet import spawn, spawn_n
 from eventlet.greenthread import GreenThread
 from swift.common.request_helpers import resolve_etag_is_at_header, resolve_ignore_range_header
 from swift.common.swob import Request, Response
@@ -75,14 +70,12 @@ from swift.common.wsgi import make_subrequest
 from swift.proxy.controllers.base import get_container_info
 
 from iostack.controller.reader import PolicyReader
-from iostack.controller.resolve import Level, RequestInfo, resolve
-from iostack.filters.caching import METADATA, CachedHead, CacheFill, CacheStore, HeadCachedSource
-from iostack.filters.errors import ConfigError
-from iostack.filters.registry import get_filter
-from iostack.swift_middleware.cache_invalidation import InvalidationBus
+from iostack.controller.resolve import RequestInfo
+from iostack.filters.caching import HeadCachedSource
+from iostack.swift_middleware.cache_policy import CachingPolicy, caching_rules
+from iostack.swift_middleware.cache_worker import CachedObject, WorkerCache, cached_headers
 from iostack.swift_middleware.decode import ViewAppIter
 from iostack.swift_middleware.policies import reader_settings, shared_reader
-from iostack.swift_middleware.record import SIZE_HEADER
 from iostack.swift_middleware.source import SWIFT_SOURCE as DECODER_SOURCE
 from iostack.swift_middleware.source import ObjectChanged, SwiftObjectSource
 
@@ -91,221 +84,11 @@ LOG = logging.getLogger(__name__)
 DEFAULT_CACHE_DIR = "/var/cache/iostack/proxy"
 DEFAULT_CACHE_SIZE = 1 << 30
 SWIFT_SOURCE = "IOSC"  # our container-info and tail requests in the proxy log
-CACHE_ERRORS = (OSError, sqlite3.Error, ConfigError)
-MAX_BACKGROUND_FILLS = 8  # per worker: head fills triggered by Range misses
 SUBSCRIBE_WAIT = 0.5  # seconds a new worker's first request waits for the invalidation channel
-_LENGTH = struct.Struct(">I")
-# Per-response headers that must not be replayed from the cache.
-_NOT_CACHED = frozenset({
-    "content-length", "content-range", "date", "connection", "transfer-encoding",
-    "x-trans-id", "x-openstack-request-id",
-})
 _LARGE_OBJECT_MANIFEST = ("X-Static-Large-Object", "X-Object-Manifest")
 
 
-# -- what is cached ---------------------------------------------------------------
-
-def caching_rules(levels: list[Level]) -> list[dict[str, Any]]:
-    """Every ``caching`` rule (set or delete, whatever its conditions) at these levels."""
-    return [rule for level in levels for rule in level.rules if rule.get("filter") == METADATA.name]
-
-
-def entry_version(rules: list[dict[str, Any]]) -> str:
-    """The cache version of objects under these rules: new rule ids or parameters, new version."""
-    text = json.dumps(sorted(rules, key=lambda r: str(r.get("id"))), sort_keys=True, default=str)
-    return "c1:" + hashlib.sha256(text.encode()).hexdigest()[:32]
-
-
-def cached_headers(headers) -> dict[str, str]:
-    return {k: v for k, v in headers.items() if k.lower() not in _NOT_CACHED}
-
-
-def encode_headers(headers: dict[str, str]) -> bytes:
-    data = json.dumps(headers, sort_keys=True).encode()
-    return _LENGTH.pack(len(data)) + data
-
-
-def tenant_request(path: str, headers: dict[str, str]) -> RequestInfo:
-    """What the policy conditions see of a stored object (the tenant's size, type and tags)."""
-    size = headers.get(SIZE_HEADER) or headers.get("Content-Length")
-    return RequestInfo.from_path("GET", path, size=int(size) if size and size.isdigit() else None,
-                                 headers=headers)
-
-
-class CachedObject:
-    """An open entry: the stored headers and a ``ByteSource`` over the cached body bytes."""
-
-    def __init__(self, head: CachedHead) -> None:
-        self._head = head
-        prefix = b"".join(head.read(0, _LENGTH.size))
-        (size,) = _LENGTH.unpack(prefix)
-        self._offset = _LENGTH.size + size
-        data = json.loads(b"".join(head.read(_LENGTH.size, self._offset)))
-        if not (isinstance(data, dict)
-                and all(isinstance(k, str) and isinstance(v, str) for k, v in data.items())):
-            raise ValueError("cache entry headers are not a str -> str map")
-        self.headers: dict[str, str] = data
-        self.cached = head.cached - self._offset
-        self.object_length = head.object_length - self._offset
-
-    @property
-    def length(self) -> int:
-        return self.cached
-
-    @property
-    def complete(self) -> bool:
-        return self.cached == self.object_length
-
-    def read(self, start: int, end: int) -> Iterator[bytes]:
-        return self._head.read(self._offset + start, self._offset + end)
-
-    def close(self) -> None:
-        self._head.close()
-
-    def expired(self, now: float) -> bool:
-        delete_at = self.headers.get("X-Delete-At", "")
-        return delete_at.isdigit() and int(delete_at) <= now
-
-
-# -- one worker's cache -----------------------------------------------------------
-
-class WorkerCache:
-    """The store and the invalidation bus of one proxy worker process.
-
-    Every call that touches the disk catches its errors: a cache that fails is
-    a cache that misses.
-    """
-
-    def __init__(self, cache_dir: str, cache_size: int, redis_url: str, prefix: str) -> None:
-        self.store: CacheStore | None = None
-        try:
-            self.store = CacheStore(cache_dir, cache_size)
-        except CACHE_ERRORS as exc:
-            LOG.error("IOStack cache disabled: %s", exc)
-        if self.store is not None and patcher.is_monkey_patched("thread"):
-            # CacheStore keeps a SQLite connection per ``threading.local``, which
-            # eventlet makes per green thread: a new connection per request
-            # (~0.7 ms against ~0.1 ms for a lookup). A worker's green threads
-            # share one OS thread and never switch inside a store call (SQLite
-            # and file calls do not yield), so one connection per OS thread is safe.
-            self.store._local = patcher.original("threading").local()
-        self.bus = InvalidationBus(redis_url, prefix, self.drop, self._clear,
-                                   subscribe=self.store is not None)
-        self._background: set[str] = set()
-
-    @property
-    def usable(self) -> bool:
-        return self.store is not None and self.bus.trusted
-
-    def lookup(self, path: str, version: str) -> CachedObject | None:
-        if not self.usable:
-            return None
-        try:
-            head = self.store.lookup(path, version)
-            if head is None:
-                return None
-        except CACHE_ERRORS as exc:
-            LOG.warning("IOStack cache: lookup of %s failed (a miss): %s", path, exc)
-            return None
-        try:
-            return CachedObject(head)
-        except (ValueError, struct.error, OSError) as exc:
-            head.close()
-            LOG.warning("IOStack cache: dropping unreadable entry of %s: %s", path, exc)
-            self.drop(path)
-            return None
-
-    def start_fill(self, path: str, version: str, headers: dict[str, str], length: int,
-                   head: int, ticket: int) -> Filler | None:
-        if not self.usable:
-            return None
-        prefix = encode_headers(headers)
-        try:
-            fill = self.store.fill(path, version, len(prefix) + length, len(prefix) + head)
-            if fill is None:
-                return None  # larger than the whole cache
-            fill.write(prefix)
-        except CACHE_ERRORS as exc:
-            LOG.warning("IOStack cache: cannot fill %s: %s", path, exc)
-            return None
-        return Filler(self, fill, ticket)
-
-    def commit(self, fill: CacheFill, ticket: int) -> None:
-        # A write of this object since the fill began, or a lost subscription,
-        # could make the entry stale: drop it then.
-        if not (self.bus.trusted and self.bus.still_valid(fill.path, ticket)):
-            fill.abort()
-            return
-        fill.commit()
-        if not self.bus.still_valid(fill.path, ticket):
-            self.drop(fill.path)  # the write raced the commit itself
-
-    def claim(self, path: str) -> bool:
-        """Reserve a background fill of ``path`` (one per path, a few at a time)."""
-        if not self.usable or path in self._background or \
-                len(self._background) >= MAX_BACKGROUND_FILLS:
-            return False
-        self._background.add(path)
-        return True
-
-    def release(self, path: str) -> None:
-        self._background.discard(path)
-
-    def written(self, path: str) -> None:
-        """Before and after a write of ``path`` through this worker."""
-        self.bus.changed(path)
-
-    def drop(self, path: str) -> None:
-        if self.store is None:
-            return
-        try:
-            self.store.invalidate(path)
-        except CACHE_ERRORS as exc:
-            # A stale entry could outlive its invalidation: stop using the cache.
-            LOG.error("IOStack cache disabled: invalidating %s failed: %s", path, exc)
-            self.store = None
-
-    def _clear(self) -> None:
-        if self.store is not None:
-            self.store.clear()  # errors propagate: the bus stays untrusted and retries
-
-
-class Filler:
-    """Tees a backend body into a cache fill as it streams to the client."""
-
-    def __init__(self, cache: WorkerCache, fill: CacheFill, ticket: int) -> None:
-        self.cache = cache
-        self.fill: CacheFill | None = fill
-        self.ticket = ticket
-
-    def wrap(self, body) -> Iterator[bytes]:
-        try:
-            for chunk in body:
-                if self.fill is not None:
-                    self._feed(chunk)
-                yield chunk
-        finally:
-            self.abort()
-            close_if_possible(body)
-
-    def _feed(self, chunk: bytes) -> None:
-        try:
-            self.fill.write(chunk)
-            if self.fill.full:
-                fill, self.fill = self.fill, None
-                self.cache.commit(fill, self.ticket)
-        except CACHE_ERRORS as exc:
-            LOG.warning("IOStack cache: fill failed (response unaffected): %s", exc)
-            self.abort()
-
-    def abort(self) -> None:
-        fill, self.fill = self.fill, None
-        if fill is not None:
-            try:
-                fill.abort()
-            except CACHE_ERRORS as exc:
-                LOG.warning("IOStack cache: dropping a fill failed: %s", exc)
-
+# -- serving a head-cached object -------------------------------------------------
 
 class _Tail:
     """The object servers' part of a head-cached object; a changed object drops the entry.
@@ -368,32 +151,6 @@ class _HeadThenTail(HeadCachedSource):
     def close(self) -> None:
         self.tail.close()
         self.head.close()
-
-
-class CachingPolicy:
-    """The ``caching`` rules that concern one object, and what they say for its headers."""
-
-    def __init__(self, path: str, levels: list[Level], filters, object_types,
-                 rules: list[dict[str, Any]]) -> None:
-        self.path = path
-        self.levels = levels
-        self.filters = filters
-        self.object_types = object_types
-        self.version = entry_version(rules)
-
-    @classmethod
-    def of(cls, path: str, levels: list[Level], filters, object_types) -> CachingPolicy | None:
-        rules = caching_rules(levels)
-        return cls(path, levels, filters, object_types, rules) if rules else None
-
-    def head_for(self, headers: dict[str, str]) -> int | None:
-        """The policy's ``head`` for the object with these headers; None if it is not cached
-        (``TO`` conditions on size, type or tags do not hold)."""
-        request = tenant_request(self.path, headers)
-        for entry in resolve(request, self.levels, self.filters, self.object_types).pipeline:
-            if entry.filter == METADATA.name:
-                return get_filter(entry.filter).validate(entry.params)["head"]
-        return None
 
 
 def _object_length(content_range: str) -> int | None:

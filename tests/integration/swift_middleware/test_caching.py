@@ -35,7 +35,7 @@ from iostack.aio.services import free_port, port_open, wait_until
 from iostack.controller.reader import PolicyReader
 from iostack.controller.resolve import RequestInfo
 from iostack.filters.caching import CacheStore
-from iostack.swift_middleware.cache import caching_rules, entry_version
+from iostack.swift_middleware.cache_policy import caching_rules, entry_version
 
 pytestmark = pytest.mark.integration
 

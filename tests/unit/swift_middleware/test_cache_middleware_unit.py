@@ -12,16 +12,10 @@ import redis
 
 from iostack.controller.resolve import Level
 from iostack.filters.caching import CacheStore
-from iostack.swift_middleware.cache import (
-    CachedObject,
-    WorkerCache,
-    cached_headers,
-    caching_rules,
-    entry_version,
-    filter_factory,
-    tenant_request,
-)
+from iostack.swift_middleware.cache import filter_factory
 from iostack.swift_middleware.cache_invalidation import REMEMBERED_PATHS, InvalidationBus
+from iostack.swift_middleware.cache_policy import caching_rules, entry_version, tenant_request
+from iostack.swift_middleware.cache_worker import CachedObject, WorkerCache, cached_headers
 
 REDIS_URL = os.environ.get("IOSTACK_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 PATH = "/v1/AUTH_t1/c/o"
