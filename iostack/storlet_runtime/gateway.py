@@ -47,7 +47,7 @@ from storlets.sbus import SBus
 from swift.common.swob import HTTPBadRequest, HTTPServiceUnavailable
 
 from iostack.storlet_runtime.config import sandbox_config
-from iostack.storlet_runtime.sandbox import ScopeSandbox, bwrap_command
+from iostack.storlet_runtime.sandbox import ScopeSandbox, bwrap_command, check_reachable
 from iostack.storlet_runtime.sbus_limits import SBUS_MAX_MESSAGE, execute_message_size
 
 
@@ -85,6 +85,8 @@ class BwrapRunTimeSandbox(RunTimeSandbox):
         self.paths.create_host_pipe_dir()
         storlet_dir = self.paths.host_storlet_base_dir
         os.makedirs(storlet_dir, 0o755, exist_ok=True)
+        for directory in (self.paths.host_pipe_dir, storlet_dir):
+            check_reachable(directory, self.config.uid, self.config.gid)
         argv = bwrap_command(
             self.config, self.scope, self.paths.host_pipe_dir, storlet_dir,
             self._get_container_name(self.scope), self.storlet_daemon_factory_debug_level,

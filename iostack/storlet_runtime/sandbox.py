@@ -181,9 +181,6 @@ class ScopeSandbox:
 
     def start(self, argv: list[str], cfg: SandboxConfig, stderr_path: str | Path) -> int:
         """Start the sandbox (caller holds the lock and has stopped any previous one)."""
-        for directory in (host_dir for flag, host_dir in zip(argv, argv[1:], strict=False)
-                          if flag == "--bind" and host_dir != "/dev/log"):
-            check_reachable(directory, cfg.uid, cfg.gid)
         for exe in (argv[0], cfg.bwrap_path, cfg.libsbus_path):
             if not os.path.exists(exe):
                 raise SandboxStartError(
