@@ -9,7 +9,6 @@ are repeated and reported as medians, because the machine is shared and noisy.
 from __future__ import annotations
 
 import http.client
-import json
 import os
 import random
 import statistics
@@ -24,6 +23,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from iostack.aio.session import running_stack
+from iostack.controller.client import ControllerClient
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 
@@ -230,20 +230,13 @@ class Policies:
     """Policies added through the controller API for one benchmark run, removed at the end."""
 
     def __init__(self, info: dict[str, Any]) -> None:
-        self.url = info["controller_url"] + "/v1/policies"
-        self.token = info["admin_token"]
+        self.client = ControllerClient(info["controller_url"], info["admin_token"])
         self.ids: list[str] = []
 
     def add(self, text: str) -> None:
-        request = urllib.request.Request(  # noqa: S310 - loopback URL from aio.json
-            self.url, data=text.encode(), method="POST",
-            headers={"X-Auth-Token": self.token, "Content-Type": "text/plain"})
-        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
-            self.ids += [p["id"] for p in json.load(response)["policies"]]
+        self.ids += [p["id"] for p in self.client.add_policies(text)["policies"]]
 
     def remove_all(self) -> None:
         for pid in self.ids:
-            request = urllib.request.Request(  # noqa: S310
-                f"{self.url}/{pid}", method="DELETE", headers={"X-Auth-Token": self.token})
-            urllib.request.urlopen(request, timeout=30).close()  # noqa: S310
+            self.client.delete_policy(pid)
         self.ids.clear()

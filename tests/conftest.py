@@ -5,13 +5,14 @@
 otherwise a private stack started for this test session under
 ``$IOSTACK_TEST_STATE_DIR`` (default ``.iostack-test/<pid>`` in the checkout)
 on free ports, and stopped when the session ends. It returns the stack's
-``aio.json`` as a dict; ``swift_for(tenant)`` connects to it as a tenant.
+``aio.json`` as a dict; ``swift_for(tenant)`` connects to it as a tenant;
+``policies`` adds policies through its controller and removes them after the test.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ import pytest
 import swiftclient
 
 from iostack.aio.session import StackStartError, running_stack
+from iostack.controller.client import ControllerClient
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 
@@ -44,3 +46,31 @@ def swift_for(aio: dict[str, Any]) -> Callable[[str], swiftclient.Connection]:
         )
 
     return connect
+
+
+class Policies:
+    """Policies added through the controller's REST API during one test."""
+
+    def __init__(self, aio: dict[str, Any]) -> None:
+        self.client = ControllerClient(aio["controller_url"], aio["admin_token"])
+        self.ids: list[str] = []
+
+    def add(self, text: str) -> list[str]:
+        ids = [p["id"] for p in self.client.add_policies(text)["policies"]]
+        self.ids += ids
+        return ids
+
+    def remove(self, pid: str) -> None:
+        self.client.delete_policy(pid)
+        self.ids.remove(pid)
+
+    def cleanup(self) -> None:
+        for pid in list(self.ids):
+            self.remove(pid)
+
+
+@pytest.fixture
+def policies(aio: dict[str, Any]) -> Iterator[Policies]:
+    added = Policies(aio)
+    yield added
+    added.cleanup()

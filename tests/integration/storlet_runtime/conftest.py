@@ -59,31 +59,6 @@ def plain_tenant(aio: dict[str, Any]) -> StorletTenant:
     return tenant
 
 
-class PolicySet:
-    """Native IOStack policies added through the controller API, removed after the test."""
-
-    def __init__(self, aio: dict[str, Any]) -> None:
-        self.url = aio["controller_url"] + "/v1/policies"
-        self.headers = {"X-Auth-Token": aio["admin_token"], "Content-Type": "text/plain"}
-        self.ids: list[str] = []
-
-    def add(self, text: str) -> None:
-        resp = requests.post(self.url, data=text, headers=self.headers, timeout=30)
-        assert resp.status_code == 201, resp.text
-        self.ids += [p["id"] for p in resp.json()["policies"]]
-
-    def remove_all(self) -> None:
-        for pid in self.ids:
-            requests.delete(f"{self.url}/{pid}", headers=self.headers, timeout=30)
-
-
-@pytest.fixture
-def native_policies(aio: dict[str, Any]):
-    added = PolicySet(aio)
-    yield added
-    added.remove_all()
-
-
 @pytest.fixture(scope="session")
 def tenant_for(aio: dict[str, Any]):
     """``tenant_for("t2")``: another tenant's client (Storlets not enabled by this fixture)."""

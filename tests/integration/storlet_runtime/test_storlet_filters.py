@@ -93,9 +93,9 @@ def test_custom_compression_filter_round_trip(storlet_tenant, container, custom_
 
 
 def test_mixed_pipeline_sandboxed_compression_then_native_encryption(
-        aio, storlet_tenant, container, custom_zlib, native_policies):
+        aio, storlet_tenant, container, custom_zlib, policies):
     """PUT: sandboxed compression (proxy), then native encryption; a proxy GET undoes both."""
-    native_policies.add(f"FOR CONTAINER AUTH_t1/{container} DO SET ENCRYPTION")
+    policies.add(f"FOR CONTAINER AUTH_t1/{container} DO SET ENCRYPTION")
     _, get = round_trip(storlet_tenant, "mixed", custom_zlib, on_proxy=True)
     assert get.content == BODY
     # Without the storlet, the tenant reads what the sandbox produced: the zlib stream,

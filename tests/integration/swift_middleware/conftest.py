@@ -1,48 +1,14 @@
-"""Data-path test fixtures: policies through the controller API, bytes as stored on disk."""
+"""Data-path test fixtures: a tenant, a fresh container, bytes as stored on the object servers."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable
 
 import pytest
-import requests
 import swiftclient
 from swift.common import direct_client, utils
 from swift.common.ring import Ring
-
-
-class Policies:
-    """Adds policies through the controller's REST API; removes them at the end of the test."""
-
-    def __init__(self, aio: dict[str, Any]) -> None:
-        self.url = aio["controller_url"] + "/v1/policies"
-        self.headers = {"X-Auth-Token": aio["admin_token"], "Content-Type": "text/plain"}
-        self.ids: list[str] = []
-
-    def add(self, text: str) -> list[str]:
-        response = requests.post(self.url, data=text, headers=self.headers, timeout=30)
-        assert response.status_code == 201, response.text
-        ids = [p["id"] for p in response.json()["policies"]]
-        self.ids += ids
-        return ids
-
-    def remove(self, pid: str) -> None:
-        response = requests.delete(f"{self.url}/{pid}", headers=self.headers, timeout=30)
-        assert response.status_code in (200, 204), response.text
-        self.ids.remove(pid)
-
-    def cleanup(self) -> None:
-        for pid in list(self.ids):
-            self.remove(pid)
-
-
-@pytest.fixture
-def policies(aio) -> Iterator[Policies]:
-    added = Policies(aio)
-    yield added
-    added.cleanup()
 
 
 @pytest.fixture
