@@ -86,6 +86,12 @@ DEFAULT_CACHE_SIZE = 1 << 30
 SWIFT_SOURCE = "IOSC"  # our container-info and tail requests in the proxy log
 SUBSCRIBE_WAIT = 0.5  # seconds a new worker's first request waits for the invalidation channel
 _LARGE_OBJECT_MANIFEST = ("X-Static-Large-Object", "X-Object-Manifest")
+# Backend request headers a hit honours as an object server would (or that
+# only widen which names may be read).
+_EMULATED_BACKEND_HEADERS = frozenset({
+    "HTTP_X_BACKEND_ETAG_IS_AT", "HTTP_X_BACKEND_IGNORE_RANGE_IF_METADATA_PRESENT",
+    "HTTP_X_BACKEND_ALLOW_RESERVED_NAMES",
+})
 
 
 # -- serving a head-cached object -------------------------------------------------
@@ -153,6 +159,22 @@ class _HeadThenTail(HeadCachedSource):
         self.head.close()
 
 
+def cacheable_read(env: dict[str, Any]) -> bool:
+    """Whether a GET/HEAD asks for the object's ordinary representation.
+
+    Not if it asks for something else: a query (``multipart-manifest=get``,
+    ``symlink=get`` ...), the newest replica, a storlet run on the object
+    servers, or backend headers the cache does not answer like an object
+    server (the stored form of ``X-Backend-Iostack-Raw``, a storage policy
+    index ...). The two that ``iostack`` sets are emulated on hits.
+    """
+    if env.get("QUERY_STRING") or env.get("HTTP_X_NEWEST", "").lower() in ("true", "1", "yes") \
+            or "HTTP_X_RUN_STORLET" in env:
+        return False
+    return all(key in _EMULATED_BACKEND_HEADERS for key in env
+               if key.startswith("HTTP_X_BACKEND_"))
+
+
 def _object_length(content_range: str) -> int | None:
     """The complete length from ``bytes a-b/total``."""
     _, _, total = content_range.rpartition("/")
@@ -203,8 +225,7 @@ class IOStackCacheMiddleware:
         method = env["REQUEST_METHOD"]
         if method in ("PUT", "POST", "DELETE"):
             handler = self.handle_write
-        elif method in ("GET", "HEAD") and not env.get("QUERY_STRING") \
-                and env.get("HTTP_X_NEWEST", "").lower() not in ("true", "1", "yes"):
+        elif method in ("GET", "HEAD") and cacheable_read(env):
             handler = self.handle_read
         else:
             return self.app(env, start_response)

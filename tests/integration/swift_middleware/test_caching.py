@@ -327,6 +327,19 @@ def test_filtered_object_cached_as_stored(aio, proxy, http, cached_container, de
         assert body[offset:offset + 48] not in on_disk
 
 
+def test_object_stage_filters_under_the_cache(aio, proxy, http, cached_container,
+                                              delete_on_servers):
+    container = cached_container("SET COMPRESSION WITH algorithm=zstd ON OBJECT, SET CACHING")
+    body = logs(600 * KIB + 3)
+    http("PUT", proxy.url(f"/{container}/log"), body)
+    fill(proxy, http, container, "log", body)
+    delete_on_servers(container, "log")
+    url = proxy.url(f"/{container}/log")
+    assert http("GET", url).content == body
+    resp = http("GET", url, Range="bytes=300000-300099")
+    assert resp.status_code == 206 and resp.content == body[300000:300100]
+
+
 def test_other_tenants_and_anonymous_are_refused_on_hits(aio, proxy, http, cached_container,
                                                         swift_for):
     container = cached_container("SET CACHING")

@@ -12,7 +12,7 @@ import redis
 
 from iostack.controller.resolve import Level
 from iostack.filters.caching import CacheStore
-from iostack.swift_middleware.cache import filter_factory
+from iostack.swift_middleware.cache import cacheable_read, filter_factory
 from iostack.swift_middleware.cache_invalidation import REMEMBERED_PATHS, InvalidationBus
 from iostack.swift_middleware.cache_policy import caching_rules, entry_version, tenant_request
 from iostack.swift_middleware.cache_worker import CachedObject, WorkerCache, cached_headers
@@ -254,3 +254,19 @@ def test_cached_object_rejects_non_string_headers(tmp_path):
 def test_bad_cache_size_is_refused_by_name(size):
     with pytest.raises(ValueError, match="cache_size must be a positive number of bytes"):
         filter_factory({}, cache_size=size)(lambda env, start: [])
+
+
+@pytest.mark.parametrize(("extra", "cacheable"), [
+    ({}, True),
+    ({"HTTP_X_BACKEND_ETAG_IS_AT": "X-Object-Sysmeta-Iostack-Etag",
+      "HTTP_X_BACKEND_IGNORE_RANGE_IF_METADATA_PRESENT": "X-Object-Sysmeta-Iostack-Pipeline",
+      "HTTP_RANGE": "bytes=0-1", "HTTP_IF_MATCH": "x"}, True),
+    ({"QUERY_STRING": "multipart-manifest=get"}, False),
+    ({"HTTP_X_NEWEST": "True"}, False),
+    ({"HTTP_X_RUN_STORLET": "upper.py"}, False),
+    ({"HTTP_X_BACKEND_IOSTACK_RAW": "true"}, False),
+    ({"HTTP_X_BACKEND_STORAGE_POLICY_INDEX": "1"}, False),
+])
+def test_only_ordinary_reads_use_the_cache(extra, cacheable):
+    env = {"REQUEST_METHOD": "GET", "PATH_INFO": PATH, **extra}
+    assert cacheable_read(env) is cacheable
