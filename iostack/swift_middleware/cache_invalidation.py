@@ -35,6 +35,7 @@ import redis
 LOG = logging.getLogger(__name__)
 
 CHANNEL_SUFFIX = "cache:invalidate"
+CLIENT_NAME = "iostack-proxy-cache"
 MAX_PATH_BYTES = 8192
 # Paths whose last invalidation is remembered for fill tickets; when one is
 # forgotten, fills that started before it are refused (conservative).
@@ -49,9 +50,12 @@ class InvalidationBus:
     """Publish this proxy's writes, apply everybody's, and hand out fill tickets."""
 
     def __init__(self, redis_url: str, prefix: str, on_path: Callable[[str], None],
-                 on_reset: Callable[[], None], subscribe: bool = True) -> None:
+                 on_reset: Callable[[], None], subscribe: bool = True,
+                 client_name: str = CLIENT_NAME) -> None:
         self.channel = prefix + CHANNEL_SUFFIX
-        self.redis = redis.Redis.from_url(redis_url, socket_timeout=5, health_check_interval=30)
+        # Named, so that an operator can tell the cache's subscriptions apart.
+        self.redis = redis.Redis.from_url(redis_url, socket_timeout=5, health_check_interval=30,
+                                          client_name=client_name)
         self._on_path = on_path
         self._on_reset = on_reset
         self._lock = threading.Lock()

@@ -11,6 +11,7 @@ the decoded view, reading only the stored bytes each range needs.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from swift.common.swob import HTTPInternalServerError, Request, Response, multi_range_iterator
 
@@ -18,6 +19,7 @@ from iostack.filters.base import ByteSource, FilterContext
 from iostack.filters.errors import FilterError
 from iostack.filters.registry import get_filter
 from iostack.swift_middleware.record import Layer, load_pipeline, original_size
+from iostack.swift_middleware.sandboxed import SandboxedView, is_sandboxed
 from iostack.swift_middleware.source import SwiftObjectSource
 
 # Headers of the stored representation that must not reach the client as they are.
@@ -72,13 +74,14 @@ def is_filtered(resp: Response, layer: Layer) -> bool:
 
 def decoded_response(app, request: Request, resp: Response, context: FilterContext,
                      layer: Layer, conditionals: bool = True,
-                     lower_etag_at: str | None = None) -> Response:
+                     lower_etag_at: str | None = None, sandbox: Any = None) -> Response:
     """Rebuild a backend GET/HEAD response of an object ``layer`` filtered.
 
     ``conditionals=False`` leaves ``If-*`` headers to whoever already
     evaluated them (the object server, against the tenant's ETag) and lets the
     rebuilt response answer only ``Range``. ``lower_etag_at`` names the sysmeta
     where a layer below keeps the ETag of what it presents (for pinning reads).
+    ``sandbox`` (a ``SandboxRunner``) decodes filters that ran in the sandbox.
     """
     try:
         applied = load_pipeline(resp.headers[layer.pipeline_header])
@@ -100,7 +103,12 @@ def decoded_response(app, request: Request, resp: Response, context: FilterConte
                                    etag_is_at=lower_etag_at)
         view: ByteSource = source
         for entry in reversed(applied):
-            view = get_filter(entry.name).open_view(view, entry.meta, context)
+            if not is_sandboxed(entry.meta):
+                view = get_filter(entry.name).open_view(view, entry.meta, context)
+            elif sandbox is None:
+                raise FilterError(f"{entry.name} ran in the sandbox, which this server lacks")
+            else:
+                view = SandboxedView(sandbox, view, entry.meta, context)
         if view.length != size:
             raise FilterError(f"decoded length {view.length} differs from the recorded {size}")
     except FilterError as exc:

@@ -23,8 +23,10 @@ Configuration (``[filter:iostack]`` in proxy-server.conf)::
 
 Stages: filters staged ``ON PROXY`` (the default) run here; those staged
 ``ON OBJECT`` are checked here and handed to the object servers' middleware
-(``iostack.swift_middleware.object``) in a backend header. Filters marked
-sandboxed run natively here until the Storlets runtime takes them over.
+(``iostack.swift_middleware.object``) in a backend header. Sandboxed filters
+(uploaded code, ``extra.runtime == "storlet"``) run in the tenant's Storlets
+sandbox, called from here on PUT and GET (``sandboxed``), in pipeline order
+among native ones; ``swift_dir`` locates the Storlets gateway config.
 """
 
 from __future__ import annotations
@@ -44,14 +46,15 @@ from swift.common.swob import (
     Request,
     wsgify,
 )
-from swift.common.utils import split_path
+from swift.common.utils import get_logger, split_path
 
 from iostack.controller.reader import PolicyReader
-from iostack.controller.resolve import RequestInfo
+from iostack.controller.resolve import RequestInfo, resolve
 from iostack.filters.base import FilterContext, KeyProvider
 from iostack.filters.errors import FilterError
 from iostack.filters.keys import KeyFileProvider
 from iostack.filters.registry import get_filter
+from iostack.storlet_runtime.packaging import storlet_name
 from iostack.swift_middleware.decode import decoded_response, is_filtered
 from iostack.swift_middleware.encode import EncodingInput, install_footers
 from iostack.swift_middleware.policies import reader_settings, shared_reader
@@ -64,6 +67,7 @@ from iostack.swift_middleware.record import (
     TENANT_LAYER,
     AppliedFilter,
 )
+from iostack.swift_middleware.sandboxed import SandboxedEncoder
 
 LOG = logging.getLogger(__name__)
 
@@ -79,12 +83,24 @@ class IOStackProxyMiddleware:
     def __init__(self, app, conf: dict[str, Any]) -> None:
         self.app = app
         self.reader_settings = reader_settings(conf)
+        self.swift_dir = conf.get("swift_dir", "/etc/swift")
+        self.logger = get_logger(conf, log_route="iostack")
+        self._sandbox = None
         self.keys: KeyProvider | None = (
             KeyFileProvider(conf["key_file"]) if conf.get("key_file") else None)
 
     @property
     def reader(self) -> PolicyReader:
         return shared_reader(self.reader_settings)
+
+    @property
+    def sandbox(self):
+        """The Storlets runner for sandboxed filters, loaded on first use (it is heavy)."""
+        if self._sandbox is None:
+            from iostack.storlet_runtime.runner import SandboxRunner
+
+            self._sandbox = SandboxRunner(self.swift_dir, self.logger)
+        return self._sandbox
 
     @wsgify
     def __call__(self, req: Request):
@@ -110,7 +126,12 @@ class IOStackProxyMiddleware:
                 or resp.status_int >= 300 and resp.status_int not in (304, 412)):
             return resp
         return decoded_response(self.app, req, resp, context, TENANT_LAYER,
-                                lower_etag_at=OBJECT_LAYER.etag_header)
+                                lower_etag_at=OBJECT_LAYER.etag_header,
+                                sandbox=self._sandbox_if_needed(resp))
+
+    def _sandbox_if_needed(self, resp):
+        return self.sandbox if '"iostack.runtime":"storlet"' in resp.headers.get(
+            PIPELINE_HEADER, "") else None
 
     # -- PUT -------------------------------------------------------------------
     def handle_put(self, req: Request, context: FilterContext):
@@ -141,7 +162,8 @@ class IOStackProxyMiddleware:
     def _encoders(self, req: Request, context: FilterContext):
         info = RequestInfo.from_path("PUT", req.path, headers=dict(req.headers))
         try:
-            pipeline = self.reader.resolve(info).pipeline
+            levels, filters, object_types = self.reader.lookup(info)
+            pipeline = resolve(info, levels, filters, object_types).pipeline
         except Exception as exc:  # noqa: BLE001 - any Redis failure means "policies unknown"
             LOG.error("IOStack: policy lookup for %s failed: %s", req.path, exc)
             # Storing the object without its policy (say, unencrypted) would break
@@ -151,6 +173,11 @@ class IOStackProxyMiddleware:
                 content_type="text/plain") from None
         encoders, object_filters = [], []
         for entry in pipeline:
+            if entry.sandboxed:
+                storlet = filters[entry.filter].extra.get("storlet") or storlet_name(entry.filter)
+                encoders.append((AppliedFilter(entry.filter, entry.params, {}),
+                                 SandboxedEncoder(self.sandbox, storlet, entry.params, context)))
+                continue
             try:
                 spec = get_filter(entry.filter)
                 if not spec.transforms_body:

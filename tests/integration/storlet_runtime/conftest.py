@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -63,3 +66,15 @@ def plain_tenant(aio: dict[str, Any]) -> StorletTenant:
 def tenant_for(aio: dict[str, Any]):
     """``tenant_for("t2")``: another tenant's client (Storlets not enabled by this fixture)."""
     return lambda name: StorletTenant(aio, name)
+
+
+@pytest.fixture(scope="session")
+def iostack(aio: dict[str, Any]):
+    """``iostack("storlet", "upload", ...)``: the CLI against this test session's stack."""
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(  # noqa: S603 - fixed argv
+            [sys.executable, "-m", "iostack.cli", *args], capture_output=True, text=True,
+            timeout=120, env={**os.environ, "IOSTACK_STATE_DIR": aio["state_dir"]}, check=False)
+
+    return run

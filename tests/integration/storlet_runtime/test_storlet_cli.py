@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -19,15 +16,6 @@ pytestmark = pytest.mark.integration
 
 HERE = Path(__file__).resolve().parent
 BODY = b"cli-deployed filter " * 500
-
-
-@pytest.fixture(scope="module")
-def iostack(aio):
-    def run(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(  # noqa: S603 - fixed argv
-            [sys.executable, "-m", "iostack.cli", *args], capture_output=True, text=True,
-            timeout=120, env={**os.environ, "IOSTACK_STATE_DIR": aio["state_dir"]}, check=False)
-    return run
 
 
 def test_upload_registers_and_deploys_then_the_filter_runs(iostack, aio, storlet_tenant):
