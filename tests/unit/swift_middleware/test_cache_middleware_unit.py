@@ -270,3 +270,39 @@ def test_bad_cache_size_is_refused_by_name(size):
 def test_only_ordinary_reads_use_the_cache(extra, cacheable):
     env = {"REQUEST_METHOD": "GET", "PATH_INFO": PATH, **extra}
     assert cacheable_read(env) is cacheable
+
+
+def test_lost_subscription_bypasses_then_empties_the_cache(tmp_path, prefix):
+    """Messages published while a worker is not subscribed are lost: it must not trust its
+    entries then, and must start empty when it subscribes again."""
+    name = f"iostack-test-bus-{uuid.uuid4().hex[:8]}"
+    cache = WorkerCache(str(tmp_path / "cache"), 1 << 20, REDIS_URL, prefix)
+    cache.bus.close()
+    cache.bus = InvalidationBus(REDIS_URL, prefix, cache.drop, cache._clear, client_name=name)
+    admin = redis.Redis.from_url(REDIS_URL)
+    try:
+        assert cache.bus.wait_trusted(5)
+        list(cache.start_fill(PATH, "v", {}, 100, 1000, cache.bus.ticket()).wrap([b"x" * 100]))
+        assert cache.lookup(PATH, "v") is not None
+        ticket = cache.bus.ticket()
+        ids = [c["id"] for c in admin.client_list() if c.get("name") == name]
+        assert ids
+        for client_id in ids:
+            admin.client_kill_filter(_id=client_id)
+        assert wait_for(lambda: not cache.usable)
+        assert cache.lookup(PATH, "v") is None  # bypassed while untrusted
+        assert not cache.bus.still_valid(PATH, ticket)  # fills running then are void
+        assert wait_for(lambda: cache.usable)  # subscribed again ...
+        assert cache.store.paths() == []  # ... and emptied first
+    finally:
+        admin.close()
+        cache.bus.close()
+
+
+def wait_for(check, timeout: float = 10.0) -> bool:
+    deadline = threading.Event()
+    for _ in range(int(timeout / 0.02)):
+        if check():
+            return True
+        deadline.wait(0.02)
+    return False
