@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from swift.common.swob import Request
+from swift.common.swob import Request, wsgi_quote
 from swift.common.utils import close_if_possible
 from swift.common.wsgi import make_subrequest
 
@@ -78,7 +78,7 @@ class SwiftObjectSource:
     def _read_ranged(self, start: int, end: int) -> Iterator[bytes]:
         self.subrequests += 1
         sub = make_subrequest(
-            self.request.environ, method="GET", path=self.request.path_info,
+            self.request.environ, method="GET", path=wsgi_quote(self.request.path_info),
             headers={"Range": f"bytes={start}-{end - 1}", **self.pin},
             swift_source=SWIFT_SOURCE,
         )

@@ -385,3 +385,13 @@ def test_dynamic_large_object(t1, container, policies, stored):
     assert t1.get_object(container, "dlo", headers={"Range": "bytes=-50"})[1] == whole[-50:]
     manifest_headers, manifest_body = stored("AUTH_t1", container, "dlo")
     assert manifest_body == b"" and PIPELINE not in manifest_headers
+
+
+def test_object_names_with_percent_and_unicode(t1, container, policies):
+    policies.add(f"FOR CONTAINER AUTH_t1/{container} DO {FILTERS['zstd+encryption']}")
+    body = logs(2 * FRAME)
+    for name in ("dir%2Fname%41 ü", "a?b#c", "sp ace/x"):
+        t1.put_object(container, name, body)
+        assert t1.get_object(container, name)[1] == body, name
+        got = t1.get_object(container, name, headers={"Range": f"bytes={FRAME}-{FRAME + 9}"})[1]
+        assert got == body[FRAME:FRAME + 10], name
