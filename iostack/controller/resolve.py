@@ -259,6 +259,8 @@ def _merge(entries, meta: FilterMetadata, rule, where, notes) -> None:
         entry.order = rule["order"]
     if rule.get("methods"):
         entry.methods = tuple(rule["methods"])
+    if rule.get("runtime"):
+        entry.sandboxed = rule["runtime"] == "storlet"
     entry.sources.append(source)
     notes.append(Note(name, "applied", reason, **where))
 
@@ -275,7 +277,8 @@ def _replace_layout_owner(entries, meta: FilterMetadata, filters, notes, where) 
 
 
 def _sandboxed(meta: FilterMetadata) -> bool:
-    # Filters uploaded as code run as Storlets; library filters run natively.
+    # Filters uploaded as code run as Storlets; library filters run natively
+    # unless a policy says SANDBOXED.
     return meta.extra.get("runtime") == "storlet"
 
 

@@ -71,11 +71,12 @@ class Param:
 
 @dataclass(frozen=True)
 class Action:
-    """``SET name [WITH ...] [ON ...] [ORDER n] [TRANSIENT]`` or ``DELETE name``.
+    """``SET name [WITH ...] [ON ...] [ORDER n] [TRANSIENT] [SANDBOXED|NATIVE]`` or ``DELETE name``.
 
     ``name`` is a filter or a QoS class (the checker tells which). ``stage`` is
     ``proxy``/``object`` when given with ``ON``; ``methods`` restricts the
-    filter to some request methods (``ON GET``); ``order`` forces a position.
+    filter to some request methods (``ON GET``); ``order`` forces a position;
+    ``runtime`` is ``storlet`` (``SANDBOXED``) or ``native`` when given.
     """
 
     verb: str  # "SET" | "DELETE"
@@ -87,6 +88,7 @@ class Action:
     methods: tuple[str, ...] = ()
     order: int | None = None
     transient: bool = False
+    runtime: str | None = None
 
 
 @dataclass(frozen=True)

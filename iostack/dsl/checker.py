@@ -42,6 +42,7 @@ class CheckedAction:
     order: int | None = None
     transient: bool = False
     via_class: str | None = None
+    runtime: str | None = None  # "storlet" | "native" | None (the filter's default)
     # Where it was written, for compile-time diagnostics (not stored).
     line: int = field(default=0, compare=False)
     column: int = field(default=0, compare=False)
@@ -49,13 +50,15 @@ class CheckedAction:
     def to_json(self) -> dict[str, Any]:
         return {"verb": self.verb, "filter": self.filter, "params": dict(self.params),
                 "stage": self.stage, "methods": list(self.methods), "order": self.order,
-                "transient": self.transient, "via_class": self.via_class}
+                "transient": self.transient, "via_class": self.via_class,
+                "runtime": self.runtime}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> CheckedAction:
         return cls(data["verb"], data["filter"], dict(data.get("params", {})), data.get("stage"),
                    tuple(data.get("methods", ())), data.get("order"),
-                   bool(data.get("transient")), data.get("via_class"))
+                   bool(data.get("transient")), data.get("via_class"),
+                   data.get("runtime"))
 
 
 @dataclass(frozen=True)
@@ -213,9 +216,10 @@ class _Checker:
         qos = self.classes.get(action.name.upper())
         if qos is None or action.name.lower() in self.vocab.filters:
             return [self.action(action, domain)]
-        if action.params or action.stage or action.methods or action.order is not None:
-            raise _at(action, f"class {qos.name} is applied as a whole: WITH, ON and ORDER "
-                              f"belong in its definition")
+        if (action.params or action.stage or action.methods or action.order is not None
+                or action.runtime):
+            raise _at(action, f"class {qos.name} is applied as a whole: WITH, ON, ORDER and "
+                              f"SANDBOXED/NATIVE belong in its definition")
         try:
             (definition,) = parse(f"DEFINE CLASS {qos.name} AS {qos.actions}")
             expanded = [self.action(a, domain) for a in definition.actions]
@@ -226,8 +230,8 @@ class _Checker:
             return [CheckedAction("delete", a.filter, via_class=qos.name, line=action.line,
                                   column=action.column) for a in expanded]
         return [CheckedAction(a.verb, a.filter, a.params, a.stage, a.methods, a.order,
-                              action.transient or a.transient, qos.name, action.line,
-                              action.column) for a in expanded]
+                              action.transient or a.transient, qos.name, a.runtime,
+                              action.line, action.column) for a in expanded]
 
     def action(self, action: ast.Action, domain: str | None) -> CheckedAction:
         name = action.name.lower()
@@ -251,6 +255,11 @@ class _Checker:
                                   f"ON {method} would never run")
         if action.order is not None and action.order < 1:
             raise _at(action, "ORDER counts from 1")
+        if action.runtime == "storlet" and not meta.sandboxable:
+            raise _at(action, f"{name} cannot run SANDBOXED (it does not declare itself "
+                              f"sandbox-capable)")
+        if action.runtime == "native" and meta.extra.get("runtime") == "storlet":
+            raise _at(action, f"{name} is uploaded code: it runs only SANDBOXED")
         params = {}
         for param in action.params:
             if param.name in params:
@@ -263,7 +272,7 @@ class _Checker:
             except ValueError as exc:
                 raise _at(action, str(exc)) from None
         return CheckedAction("set", name, params, action.stage, action.methods, action.order,
-                             action.transient, **where)
+                             action.transient, runtime=action.runtime, **where)
 
     def param(self, meta: FilterMetadata, node: ast.Param) -> Any:
         declared = meta.param(node.name)

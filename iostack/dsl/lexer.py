@@ -15,6 +15,7 @@ from iostack.dsl.errors import Diagnostic, DSLError
 
 KEYWORDS = {
     "FOR", "WHEN", "DO", "TO", "SET", "DELETE", "WITH", "ON", "TRANSIENT", "ORDER",
+    "SANDBOXED", "NATIVE",
     "AND", "OR", "ALL", "TENANT", "CONTAINER", "OBJECT", "GROUP", "VOLUME", "STORAGE_GROUP",
     "DEFINE", "CLASS", "AS", "OBJECT_TYPE", "OBJECT_SIZE", "OBJECT_TAG", "OBJECT_NAME",
 }

@@ -13,6 +13,7 @@ Grammar (keywords case-insensitive; ``[]`` optional, ``{}`` repeated)::
     actions   := action {"," action}
     action    := SET name [WITH param {"," param}] {modifier} | DELETE name
     modifier  := ON PROXY | ON OBJECT | ON GET|PUT|HEAD|POST | ORDER n | TRANSIENT
+               | SANDBOXED | NATIVE   (run in the Storlets sandbox, or in-process)
     param     := name "=" value          value: number[unit], hex, name, "string"
     object_conds := object_cond {"," object_cond}
     object_cond  := OBJECT_TYPE=name | OBJECT_SIZE op size | OBJECT_TAG=key:value
@@ -277,6 +278,12 @@ def p_modifier_transient(p):
     p[0] = ("transient", True, _tok(p, 1))
 
 
+def p_modifier_runtime(p):
+    """modifier : SANDBOXED
+                | NATIVE"""
+    p[0] = ("runtime", "storlet" if p[1].upper() == "SANDBOXED" else "native", _tok(p, 1))
+
+
 # -- TO object conditions ---------------------------------------------------
 
 
@@ -381,14 +388,14 @@ def _fold_actions(items) -> tuple[Action, ...]:
         fields = {"params": tuple(params)} if params else {}
         for mod, value, tok in mods:
             field = {"stage": "stage", "method": "methods", "order": "order",
-                     "transient": "transient"}[mod]
+                     "transient": "transient", "runtime": "runtime"}[mod]
             if field == "methods":
                 if value in (action.methods + fields.get("methods", ())):
                     raise _error(tok, f"method {value} given twice")
                 fields["methods"] = fields.get("methods", action.methods) + (value,)
                 continue
             if field in fields or getattr(action, field) not in (None, False):
-                keyword = "ON" if mod == "stage" else mod.upper()
+                keyword = {"stage": "ON", "runtime": "SANDBOXED/NATIVE"}.get(mod, mod.upper())
                 raise _error(tok, f"{keyword} given twice for {action.name!r}")
             fields[field] = value
         actions.append(_replace(action, fields))

@@ -54,3 +54,21 @@ def test_uploaded_filter_runs_in_the_sandbox_on_the_data_path(aio, swift_for, po
     _, part = conn.get_object(container, "log", headers={"Range": "bytes=1000-1099"})
     assert part == BODY[1000:1100]
     assert int(conn.head_object(container, "log")["content-length"]) == len(BODY)
+
+
+def test_a_policy_runs_a_library_filter_sandboxed(aio, swift_for, policies, iostack):
+    deployed = iostack("storlet", "deploy", "noop", "--tenant", "t1")
+    assert deployed.returncode == 0, deployed.stderr
+    conn = swift_for("t1")
+    container = f"sbx-{uuid.uuid4().hex[:8]}"
+    conn.put_container(container)
+    policies.add(f"FOR CONTAINER AUTH_t1/{container} DO SET NOOP SANDBOXED, SET ENCRYPTION")
+
+    conn.put_object(container, "o", BODY)
+    headers, raw = stored(aio, container, "o")
+    record = json.loads(headers["x-object-sysmeta-iostack-pipeline"])
+    assert [(e["name"], e["meta"].get("iostack.runtime")) for e in record] == [
+        ("noop", "storlet"), ("encryption", None)]
+    assert BODY[:100] not in raw
+    assert conn.get_object(container, "o")[1] == BODY
+    assert conn.get_object(container, "o", headers={"Range": "bytes=-10"})[1] == BODY[-10:]

@@ -140,3 +140,11 @@ def test_storlet_filters_are_sandboxed(filters):
     filters["upper"] = FilterMetadata("upper", "toy", extra={"runtime": "storlet"})
     res = run(filters, [("tenant", "AUTH_t1", [rule("upper")])])
     assert res.pipeline[0].sandboxed is True
+
+
+def test_a_policy_chooses_sandboxed_or_native_and_specific_levels_win(filters):
+    tenant = ("tenant", "AUTH_t1", [rule("noop", runtime="storlet")])
+    assert run(filters, [tenant]).pipeline[0].sandboxed is True
+    container = ("container", "AUTH_t1/logs", [rule("noop", seq=2, runtime="native")])
+    assert run(filters, [tenant, container]).pipeline[0].sandboxed is False
+    assert run(filters, [("tenant", "AUTH_t1", [rule("noop")])]).pipeline[0].sandboxed is False

@@ -110,6 +110,8 @@ def test_registry_changes_are_picked_up_without_code_changes(vocab):
         ("FOR TENANT t1 DO SET compression WITH level=3, level=4", "'level' given twice"),
         ("FOR TENANT t1 DO SET encryption ON OBJECT",
          "encryption cannot run ON OBJECT (it runs on: proxy)"),
+        ("FOR TENANT t1 DO SET encryption SANDBOXED",
+         "encryption cannot run SANDBOXED (it does not declare itself sandbox-capable)"),
         ("FOR TENANT t1 DO SET csv_select ON PUT",
          "csv_select applies to GET only: ON PUT would never run"),
         ("FOR TENANT t1 WHEN PUT_SEC > 3 DO SET noop",

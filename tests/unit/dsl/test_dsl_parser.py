@@ -187,8 +187,9 @@ def test_empty_text_has_no_statements():
     "text, message",
     [
         ("FOR TENANT t1 DO SET compression blah",
-         "line 1, column 34: unexpected 'blah' (expected ',', ON, ORDER, TO, TRANSIENT, WITH, "
-         "end of policy)"),
+         "line 1, column 34: unexpected 'blah' (expected ',', NATIVE, ON, ORDER, SANDBOXED, TO, "
+         "TRANSIENT, WITH, end of policy)"),
+        ("FOR ALL DO SET x SANDBOXED NATIVE", "SANDBOXED/NATIVE given twice"),
         ("FOR TENANT t1 DO", "line 1, column 17: unexpected end of policy"),
         ("FOR TENANT t1 SET x", "line 1, column 15: unexpected keyword SET"),
         ("FOR TENANT t1 DO SET x WITH l=5Mq", "line 1, column 31: unknown unit 'Mq'"),
@@ -247,3 +248,11 @@ def test_fuzz_arbitrary_text_raises_only_dsl_error(text):
         parse(text)
     except DSLError:
         pass
+
+
+def test_runtime_modifiers():
+    (policy,) = parse("FOR CONTAINER a/c DO SET noop SANDBOXED, SET compression native")
+    assert [(a.name, a.runtime) for a in policy.actions] == [
+        ("noop", "storlet"), ("compression", "native")]
+    (plain,) = parse("FOR ALL DO SET noop")
+    assert plain.actions[0].runtime is None
