@@ -24,6 +24,7 @@ from typing import Any
 from iostack.aio.state import AioNotRunning
 from iostack.controller.client import ControllerClient, ControllerError
 from iostack.dsl.units import UnitError, parse_unit
+from iostack.storlet_runtime.cli import add_upload_parser
 
 UNREACHABLE = 3
 
@@ -344,6 +345,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     reg.add_argument("--name", help="filter name (default: from the file)")
     reg.add_argument("--code", help="code to upload; the filter then runs sandboxed")
     _verb(flt, "rm", registry_rm("filters"), "remove a filter", common).add_argument("name")
+    # Uploading code also deploys it as a storlet: the Storlets runtime owns that verb.
+    add_upload_parser(flt)
 
     simple = [
         ("metric", "metrics", "workload metrics", ["NAME", "KIND", "DESCRIPTION"],

@@ -20,7 +20,7 @@ BODY = b"".join(b"%06d sandboxed line of a tenant log\n" % i for i in range(2000
 @pytest.fixture(scope="module")
 def zlib_filter(iostack):
     name = f"tzlib{uuid.uuid4().hex[:6]}"
-    done = iostack("storlet", "upload", str(HERE / "zlib_filter.py"), "--name", name,
+    done = iostack("filter", "upload", str(HERE / "zlib_filter.py"), "--name", name,
                    "--main", "zlib_filter.ZlibFilter", "--tenant", "t1")
     assert done.returncode == 0, done.stderr
     return name
