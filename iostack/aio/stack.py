@@ -122,7 +122,7 @@ class AllInOne:
             CONTROLLER, lambda: _http_ok(f"{controller_url}/v1/health"), "health check"
         )
 
-        block = self._start_block_bridge()
+        block = self._start_block_bridge(controller_url, secrets["controller_token"])
 
         info = self._describe(secrets, redis.url, amqp.url, memcache.url, controller_url)
         info["block_bridge"] = block
@@ -136,8 +136,11 @@ class AllInOne:
         write_private_json(self.info_path, info)
         return info
 
-    def _start_block_bridge(self) -> dict[str, Any]:
-        """The block bridge's JSON-RPC service (it runs its own tgtd for the iSCSI portal)."""
+    def _start_block_bridge(self, controller_url: str, token: str) -> dict[str, Any]:
+        """The block bridge's JSON-RPC service (it runs its own tgtd for the iSCSI portal).
+
+        It asks the controller for the stacks of volumes created without filters.
+        """
         cfg = self.config
         conf_path = self.state_dir / "etc" / "block-bridge.json"
         conf: dict[str, Any] = {
@@ -146,6 +149,7 @@ class AllInOne:
             "state_dir": str(self.state_dir),
             "host": cfg.host, "port": cfg.block_port,
             "portal_host": cfg.host, "portal_port": cfg.iscsi_port,
+            "controller_url": controller_url, "controller_token": token,
         }
         if cfg.block_demo:
             conf["demo_volume"] = DEMO_VOLUME

@@ -11,14 +11,19 @@ FILE is JSON:
      "filter_dir": "/path/to/filters",            # default: the native build's
      "iqn_prefix": "iqn.2026-11.org.iostack",
      "allowed_devices": ["/dev/"],                # backing devices must be under these
-     "demo_volume": {"name": "demo", "size": 67108864, "filters": "xor(key=0x5a)>bitrev"}}
+     "demo_volume": {"name": "demo", "size": 67108864, "filters": "xor(key=0x5a)>bitrev"},
+     "controller_url": "http://127.0.0.1:9090", "controller_token": "<token>"}
 
 Only user, password and state_dir are required; ``write_config`` creates a
 file with generated credentials (mode 0600). There is no default password.
 The backing files under ``<state_dir>/block`` are always allowed.
 
-Methods: create_filtered_volume {name, device|serial, filters},
-delete_filtered_volume {name}, list_filtered_volumes, and the initiator
+Methods: create_filtered_volume {name, device|serial, [filters], [storage_group]}
+(without ``filters`` the stack comes from the controller's VOLUME and
+STORAGE_GROUP policies, see ``attach``; with no controller configured the
+volume is plain), delete_filtered_volume {name},
+list_filtered_volumes, create_storage_group {name, nodes, policy},
+delete_storage_group {name}, list_storage_groups, and the initiator
 methods of ``iostack.block_bridge.initiator``. The service starts its own
 tgtd (private control port) and stops it, with every FUSE frontend, on
 SIGTERM/SIGINT. When it is ready it writes ``<state_dir>/block/service.json``
@@ -42,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from . import initiator
+from .attach import PolicyStacks, StorageGroups, with_group_limits
 from .native_lib import default_filter_dir
 from .rpc import Dispatcher
 from .tgt import Tgtd
@@ -65,6 +71,8 @@ class ServiceConfig:
     iqn_prefix: str = "iqn.2026-11.org.iostack"
     allowed_devices: list[str] = field(default_factory=lambda: ["/dev/"])
     demo_volume: dict[str, Any] | None = None
+    controller_url: str = ""  # where VOLUME/STORAGE_GROUP policies are resolved
+    controller_token: str = ""
 
     @classmethod
     def load(cls, path: Path) -> ServiceConfig:
@@ -110,10 +118,16 @@ class BlockBridgeService:
         self.volumes = VolumeManager(
             self.state_dir, self.tgtd, Path(config.filter_dir or default_filter_dir()),
             config.iqn_prefix, [*config.allowed_devices, str(self.block_dir)])
+        self.groups = StorageGroups(self.block_dir / "groups.json")
+        self.policies = (PolicyStacks(config.controller_url, config.controller_token)
+                         if config.controller_url else None)
         self.dispatcher = Dispatcher({
             "create_filtered_volume": self.create_filtered_volume,
             "delete_filtered_volume": self.delete_filtered_volume,
             "list_filtered_volumes": self.list_filtered_volumes,
+            "create_storage_group": self.create_storage_group,
+            "delete_storage_group": self.delete_storage_group,
+            "list_storage_groups": self.list_storage_groups,
             **initiator.METHODS,
         })
         self.httpd: ThreadingHTTPServer | None = None
@@ -121,9 +135,33 @@ class BlockBridgeService:
     # -- methods ------------------------------------------------------------
 
     def create_filtered_volume(self, params: dict) -> dict:
-        _only(params, {"name", "device", "serial", "filters"}, "create_filtered_volume")
+        _only(params, {"name", "device", "serial", "filters", "storage_group"},
+              "create_filtered_volume")
+        group = (self.groups.get(params["storage_group"]) if "storage_group" in params
+                 else None)
+        filters = params.get("filters")
+        if filters is not None:
+            filters = with_group_limits(group, filters)
+        elif self.policies is None:  # no policy source: a plain volume, as Konnector does
+            filters = with_group_limits(group, [])
+        elif not isinstance(params.get("name"), str):
+            raise VolumeError("invalid", "name must be a string")
+        else:
+            filters = self.policies.spec(params["name"], group)
         return self.volumes.create(params.get("name"), params.get("device"),
-                                   params.get("serial"), params.get("filters", []))
+                                   params.get("serial"), filters)
+
+    def create_storage_group(self, params: dict) -> dict:
+        _only(params, {"name", "nodes", "policy"}, "create_storage_group")
+        return self.groups.create(params).to_json()
+
+    def delete_storage_group(self, params: dict) -> None:
+        _only(params, {"name"}, "delete_storage_group")
+        self.groups.delete(params.get("name"))
+
+    def list_storage_groups(self, params: dict) -> list[dict]:
+        _only(params, set(), "list_storage_groups")
+        return self.groups.list()
 
     def delete_filtered_volume(self, params: dict) -> None:
         _only(params, {"name"}, "delete_filtered_volume")

@@ -233,3 +233,43 @@ def test_cli_call_reaches_the_service(service, capsys):
                               "delete_filtered_volume", "name=nosuch"])
     assert args.func(args) == 1
     assert "error -103" in capsys.readouterr().err
+
+
+@pytest.fixture
+def policy_service(tmp_path, native_build, aio):
+    """A bridge that asks the all-in-one's controller for volumes' policies."""
+    svc = Service(tmp_path, controller_url=aio["controller_url"],
+                  controller_token=aio["admin_token"])
+    svc.start()
+    yield svc
+    svc.stop()
+
+
+def test_volume_stack_comes_from_volume_and_storage_group_policies(policy_service, policies):
+    svc = policy_service
+    suffix = os.urandom(4).hex()
+    group, volume = f"gold{suffix}", f"db{suffix}"
+    created = svc.call("create_storage_group", name=group, nodes=["node-a", "node-b"],
+                       policy={"media_tier": "nvme", "fabric": "iscsi", "iops": 300})
+    assert created["result"]["policy"]["iops"] == 300
+    assert svc.call("create_storage_group", name=group, nodes=["x"])["error"]["code"] == -50
+    assert group in [g["name"] for g in svc.call("list_storage_groups")["result"]]
+    policies.add(f"FOR STORAGE_GROUP {group} DO SET XOR WITH key=0x11\n"
+                 f"FOR VOLUME {volume} DO SET BITREV")
+
+    backing = make_backing(svc.devices / "db.img", 8 << 20)
+    reply = svc.call("create_filtered_volume", name=volume, device=str(backing),
+                     storage_group=group)
+    result = reply["result"]
+    # The group's limit on top, then the group's and the volume's own filters.
+    assert result["spec"] == "iops(read=300,write=300)>xor(key=17)>bitrev"
+    data = os.urandom(64 * 1024)
+    iscsi_rw("write", result["iscsi_url"], "4096", data=data)
+    assert iscsi_rw("read", result["iscsi_url"], "4096", str(len(data))) == data
+    assert backing.read_bytes()[4096:4096 + len(data)] != data  # stored transformed
+
+    missing = svc.call("create_filtered_volume", name=f"x{suffix}", device=str(backing),
+                       storage_group="no-such-group")
+    assert missing["error"]["code"] == -103 and "no-such-group" in missing["error"]["message"]
+    assert svc.call("delete_filtered_volume", name=volume)["result"] is None
+    assert svc.call("delete_storage_group", name=group)["result"] is None
