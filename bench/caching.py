@@ -70,8 +70,11 @@ def start_proxy(info: dict, manager: ProcessManager, name: str, iostack: bool = 
         pipeline.remove("iostack")
     elif cache is not None:
         pipeline.insert(pipeline.index("iostack") + 1, "iostack_cache")
-        conf["filter:iostack_cache"] = {"use": "egg:iostack#iostack_cache",
-                                        "redis_url": info["redis_url"], **cache}
+        conf["filter:iostack_cache"] = {
+            "use": "egg:iostack#iostack_cache", **cache,
+            # The same Redis and key prefix as the policy middleware.
+            "redis_url": conf["filter:iostack"]["redis_url"],
+            "key_prefix": conf["filter:iostack"]["key_prefix"]}
     conf["pipeline:main"]["pipeline"] = " ".join(pipeline)
     port = free_port()
     conf["DEFAULT"]["bind_port"] = str(port)
