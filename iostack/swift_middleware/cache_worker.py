@@ -197,6 +197,7 @@ class Filler:
 
     def wrap(self, body) -> Iterator[bytes]:
         try:
+            self._feed(b"")  # an empty object is complete before its first chunk
             for chunk in body:
                 if self.fill is not None:
                     self._feed(chunk)

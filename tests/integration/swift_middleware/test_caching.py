@@ -219,6 +219,16 @@ def test_hit_after_miss_does_not_read_object_servers(aio, proxy, http, cached_co
     assert head.status_code == 200 and int(head.headers["Content-Length"]) == len(body)
 
 
+def test_empty_object_hit(aio, proxy, http, cached_container, delete_on_servers):
+    container = cached_container("SET CACHING")
+    assert http("PUT", proxy.url(f"/{container}/empty"), b"").status_code == 201
+    fill(proxy, http, container, "empty", b"")
+    delete_on_servers(container, "empty")
+    resp = http("GET", proxy.url(f"/{container}/empty"))
+    assert resp.status_code == 200 and resp.content == b""
+    assert resp.headers["Etag"] == hashlib.md5(b"").hexdigest()  # noqa: S324
+
+
 def test_objects_without_caching_policy_are_not_cached(aio, proxy, http, delete_on_servers,
                                                        cached_container):
     container = cached_container("SET NOOP")

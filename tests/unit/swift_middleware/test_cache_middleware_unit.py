@@ -306,3 +306,13 @@ def wait_for(check, timeout: float = 10.0) -> bool:
             return True
         deadline.wait(0.02)
     return False
+
+
+def test_empty_objects_are_cached(worker):
+    filler = worker.start_fill(PATH, "v", {"Etag": "d41d8cd98f00b204e9800998ecf8427e"}, 0, 1000,
+                               worker.bus.ticket())
+    assert list(filler.wrap([])) == []
+    hit = worker.lookup(PATH, "v")
+    assert hit is not None and hit.complete and hit.object_length == 0
+    assert b"".join(hit.read(0, 0)) == b""
+    hit.close()
