@@ -150,6 +150,7 @@ class AllInOne:
             "host": cfg.host, "port": cfg.block_port,
             "portal_host": cfg.host, "portal_port": cfg.iscsi_port,
             "controller_url": controller_url, "controller_token": token,
+            "backend": cfg.block_backend,
         }
         if cfg.block_demo:
             conf["demo_volume"] = DEMO_VOLUME

@@ -12,7 +12,8 @@ FILE is JSON:
      "iqn_prefix": "iqn.2026-11.org.iostack",
      "allowed_devices": ["/dev/"],                # backing devices must be under these
      "demo_volume": {"name": "demo", "size": 67108864, "filters": "xor(key=0x5a)>bitrev"},
-     "controller_url": "http://127.0.0.1:9090", "controller_token": "<token>"}
+     "controller_url": "http://127.0.0.1:9090", "controller_token": "<token>",
+     "backend": "tgt"}                            # or "lio" on hosts with configfs/TCMU
 
 Only user, password and state_dir are required; ``write_config`` creates a
 file with generated credentials (mode 0600). There is no default password.
@@ -24,9 +25,11 @@ STORAGE_GROUP policies, see ``attach``; with no controller configured the
 volume is plain), delete_filtered_volume {name},
 list_filtered_volumes, create_storage_group {name, nodes, policy},
 delete_storage_group {name}, list_storage_groups, and the initiator
-methods of ``iostack.block_bridge.initiator``. The service starts its own
-tgtd (private control port) and stops it, with every FUSE frontend, on
-SIGTERM/SIGINT. When it is ready it writes ``<state_dir>/block/service.json``
+methods of ``iostack.block_bridge.initiator``. With the ``tgt`` backend the
+service starts its own tgtd (private control port) and stops it, with every
+FUSE frontend, on SIGTERM/SIGINT; with ``lio`` it runs tcmu-runner with
+``handler_iostack.so`` and builds LIO targets through rtslib (``exporters``).
+When it is ready it writes ``<state_dir>/block/service.json``
 ({url, user, pid}) for the all-in-one to pick up.
 """
 
@@ -48,7 +51,8 @@ from typing import Any
 
 from . import initiator
 from .attach import PolicyStacks, StorageGroups, with_group_limits
-from .native_lib import default_filter_dir
+from .exporters import LioExporter, TgtFuseExporter
+from .native_lib import BUILD_DIR, default_filter_dir
 from .rpc import Dispatcher
 from .tgt import Tgtd
 from .volumes import VolumeError, VolumeManager
@@ -73,6 +77,7 @@ class ServiceConfig:
     demo_volume: dict[str, Any] | None = None
     controller_url: str = ""  # where VOLUME/STORAGE_GROUP policies are resolved
     controller_token: str = ""
+    backend: str = "tgt"  # "tgt" (userspace, FUSE) | "lio" (kernel LIO + TCMU)
 
     @classmethod
     def load(cls, path: Path) -> ServiceConfig:
@@ -101,6 +106,16 @@ def write_config(path: Path, state_dir: Path, **overrides: Any) -> ServiceConfig
     return config
 
 
+def make_exporter(config: ServiceConfig, block_dir: Path, filter_dir: Path):
+    if config.backend == "tgt":
+        tgtd = Tgtd(block_dir / "tgtd.log", config.portal_host, config.portal_port)
+        return TgtFuseExporter(tgtd, block_dir, filter_dir)
+    if config.backend == "lio":
+        return LioExporter(block_dir / "tcmu", filter_dir, BUILD_DIR, config.portal_host,
+                           config.portal_port, block_dir / "tcmu-runner.log")
+    raise ValueError(f"backend must be 'tgt' or 'lio', not {config.backend!r}")
+
+
 def _only(params: dict, allowed: set[str], method: str) -> None:
     unknown = set(params) - allowed
     if unknown:
@@ -114,9 +129,10 @@ class BlockBridgeService:
         self.state_dir = Path(config.state_dir)
         self.block_dir = self.state_dir / "block"
         self.block_dir.mkdir(parents=True, exist_ok=True)
-        self.tgtd = Tgtd(self.block_dir / "tgtd.log", config.portal_host, config.portal_port)
+        filter_dir = Path(config.filter_dir or default_filter_dir())
+        self.exporter = make_exporter(config, self.block_dir, filter_dir)
         self.volumes = VolumeManager(
-            self.state_dir, self.tgtd, Path(config.filter_dir or default_filter_dir()),
+            self.state_dir, self.exporter, filter_dir,
             config.iqn_prefix, [*config.allowed_devices, str(self.block_dir)])
         self.groups = StorageGroups(self.block_dir / "groups.json")
         self.policies = (PolicyStacks(config.controller_url, config.controller_token)
@@ -179,7 +195,7 @@ class BlockBridgeService:
         return f"http://{host}:{port}/targetrpc"
 
     def start(self) -> None:
-        self.tgtd.start()
+        self.exporter.start()
         try:
             for problem in self.volumes.restore():
                 log.warning("%s", problem)
@@ -189,13 +205,13 @@ class BlockBridgeService:
                                              self._handler_class())
         except BaseException:
             self.volumes.shutdown()
-            self.tgtd.stop()
+            self.exporter.stop()
             raise
         threading.Thread(target=self.httpd.serve_forever, name="block-rpc", daemon=True).start()
         info = {"url": self.url, "user": self.config.user, "pid": os.getpid()}
         (self.block_dir / "service.json").write_text(json.dumps(info))
-        log.info("block bridge API on %s, iSCSI portal %s:%s", self.url, self.tgtd.host,
-                 self.tgtd.port)
+        log.info("block bridge API on %s (%s backend), iSCSI portal %s:%s", self.url,
+                 self.config.backend, self.config.portal_host, self.config.portal_port)
 
     def _demo_volume(self, demo: dict) -> None:
         name = demo.get("name", "demo")
@@ -213,7 +229,7 @@ class BlockBridgeService:
             self.httpd.server_close()
         for problem in self.volumes.shutdown():
             log.warning("stopping: %s", problem)
-        self.tgtd.stop()
+        self.exporter.stop()
         (self.block_dir / "service.json").unlink(missing_ok=True)
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:

@@ -1,9 +1,9 @@
 """Filtered volumes: a backing device, a filter stack and an iSCSI export.
 
 ``create`` checks everything first (name, stack spec through libiostack,
-backing device, conflicts) and only then builds: a FUSE file whose I/O runs
-through the stack, exported by tgt as LUN 1 of target
-``<iqn_prefix>:<name>``. A failure while building undoes the steps already
+backing device, conflicts) and only then builds the export through the
+service's exporter (``exporters``: FUSE + tgt, or LIO + TCMU) as LUN 1 of
+target ``<iqn_prefix>:<name>``. A failure while building undoes the steps already
 taken, so a volume exists completely or not at all.
 
 Volume records are kept in ``<state_dir>/block/volumes.json`` (JSON, mode
@@ -20,10 +20,9 @@ import stat
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
-from .frontends import FuseVolume
 from .native_lib import StackError, validate
-from .tgt import Tgtd
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 BY_ID = Path("/dev/disk/by-id")
@@ -62,17 +61,16 @@ def spec_from_filters(filters: object) -> tuple[str, list[str]]:
 
 
 class VolumeManager:
-    def __init__(self, state_dir: Path, tgtd: Tgtd, filter_dir: Path, iqn_prefix: str,
+    def __init__(self, state_dir: Path, exporter: Any, filter_dir: Path, iqn_prefix: str,
                  allowed_devices: list[str]) -> None:
         self.dir = state_dir / "block"
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.tgtd = tgtd
+        self.exporter = exporter
         self.filter_dir = filter_dir
         self.iqn_prefix = iqn_prefix
         self.allowed_devices = [str(Path(p)) for p in allowed_devices]
         self.lock = threading.Lock()
         self.records: dict[str, VolumeRecord] = {}
-        self.frontends: dict[str, FuseVolume] = {}
 
     # -- checks (no side effects) ------------------------------------------
 
@@ -121,28 +119,16 @@ class VolumeManager:
 
     # -- building and tearing down ------------------------------------------
 
-    def _bring_up(self, record: VolumeRecord) -> FuseVolume:
-        volume_dir = self.dir / record.name
-        frontend = FuseVolume(volume_dir / "mnt", Path(record.backing), record.spec,
-                              volume_dir / "fuse.log", filter_dir=self.filter_dir)
-        frontend.start()
-        try:
-            self.tgtd.export(record.tid, record.iqn, frontend.path)
-        except Exception:
-            frontend.stop()
-            raise
-        return frontend
-
     def describe(self, record: VolumeRecord) -> dict:
         return {
             "name": record.name,
-            "device": str(self.frontends[record.name].path),
+            "device": self.exporter.device(record.name),
             "backing": record.backing,
             "filters": record.filters,
             "spec": record.spec,
             "target_iqn": record.iqn,
             "lun": 1,
-            "iscsi_url": self.tgtd.url(record.iqn),
+            "iscsi_url": self.exporter.url(record.iqn),
         }
 
     def create(self, name: object, device: object = None, serial: object = None,
@@ -156,7 +142,7 @@ class VolumeManager:
                 raise VolumeError("conflict", f"volume {name!r} would reuse target {iqn}")
             record = VolumeRecord(name, str(backing), spec, items, tid, iqn)
             try:
-                self.frontends[name] = self._bring_up(record)
+                self.exporter.up(record)
             except Exception as exc:
                 raise VolumeError("failed", f"could not export volume {name!r}: {exc}") from None
             self.records[name] = record
@@ -168,18 +154,12 @@ class VolumeManager:
             if not isinstance(name, str) or name not in self.records:
                 raise VolumeError("not_found", f"no volume {name!r}")
             try:
-                self._bring_down(name)
+                self.exporter.down(self.records[name])
             except Exception as exc:
                 raise VolumeError("failed", f"could not unexport volume {name!r}: {exc}") \
                     from None
             del self.records[name]
             self._save()
-
-    def _bring_down(self, name: str) -> None:
-        """Unexport, then stop the frontend (tgt must let go of the file first)."""
-        if self.records[name].tid in self.tgtd.target_ids():
-            self.tgtd.remove(self.records[name].tid)
-        self.frontends.pop(name).stop()
 
     def list(self) -> list[dict]:
         with self.lock:
@@ -194,7 +174,7 @@ class VolumeManager:
         for entry in json.loads(path.read_text()):
             record = VolumeRecord(**entry)
             try:
-                self.frontends[record.name] = self._bring_up(record)
+                self.exporter.up(record)
                 self.records[record.name] = record
             except Exception as exc:
                 problems.append(f"volume {record.name!r} not restored: {exc}")
@@ -205,9 +185,9 @@ class VolumeManager:
         """Stop every frontend (records stay for the next start); returns problems."""
         problems = []
         with self.lock:
-            for name in list(self.frontends):
+            for name in self.exporter.exported():
                 try:
-                    self._bring_down(name)
+                    self.exporter.down(self.records[name])
                 except Exception as exc:
                     problems.append(f"volume {name!r}: {exc}")
         return problems

@@ -13,7 +13,7 @@ from iostack.block_bridge.volumes import VolumeError, VolumeManager, spec_from_f
 def manager(tmp_path, filter_dir):
     devices = tmp_path / "dev"
     devices.mkdir()
-    return VolumeManager(tmp_path / "state", tgtd=None, filter_dir=filter_dir,
+    return VolumeManager(tmp_path / "state", exporter=None, filter_dir=filter_dir,
                          iqn_prefix="iqn.2026-11.org.iostack", allowed_devices=[str(devices)])
 
 
