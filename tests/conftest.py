@@ -6,7 +6,8 @@ otherwise a private stack started for this test session under
 ``$IOSTACK_TEST_STATE_DIR`` (default ``.iostack-test/<pid>`` in the checkout)
 on free ports, and stopped when the session ends. It returns the stack's
 ``aio.json`` as a dict; ``swift_for(tenant)`` connects to it as a tenant;
-``policies`` adds policies through its controller and removes them after the test.
+``policies`` adds policies through its controller and removes them after the test;
+``stored`` and ``overwrite_stored`` read and replace bytes as the object servers hold them.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import Any
 
 import pytest
 import swiftclient
+from swift.common import direct_client, utils
+from swift.common.ring import Ring
 
 from iostack.aio.session import StackStartError, running_stack
 from iostack.controller.client import ControllerClient
@@ -74,3 +77,39 @@ def policies(aio: dict[str, Any]) -> Iterator[Policies]:
     added = Policies(aio)
     yield added
     added.cleanup()
+
+
+@pytest.fixture(scope="session")
+def object_ring(aio) -> Ring:
+    utils.set_swift_dir(aio["swift_dir"])
+    return Ring(aio["swift_dir"], ring_name="object")
+
+
+@pytest.fixture(scope="session")
+def stored(object_ring) -> Callable[[str, str, str], tuple[dict[str, str], bytes]]:
+    """``stored(account, container, obj)``: headers and bytes as an object server holds them."""
+
+    def read(account: str, container: str, obj: str) -> tuple[dict[str, str], bytes]:
+        part, nodes = object_ring.get_nodes(account, container, obj)
+        headers, body = direct_client.direct_get_object(
+            nodes[0], part, account, container, obj, headers={"X-Backend-Iostack-Raw": "true"})
+        return {k.lower(): v for k, v in headers.items()}, body
+
+    return read
+
+
+@pytest.fixture(scope="session")
+def overwrite_stored(object_ring) -> Callable[[str, str, str, dict[str, str], bytes], None]:
+    """Replace an object's stored bytes on every node, keeping the given metadata (tampering)."""
+
+    def write(account: str, container: str, obj: str, headers: dict[str, str],
+              body: bytes) -> None:
+        part, nodes = object_ring.get_nodes(account, container, obj)
+        keep = {k: v for k, v in headers.items()
+                if k.startswith(("x-object-sysmeta-", "x-object-meta-")) or k == "content-type"}
+        keep["X-Timestamp"] = utils.Timestamp.now().internal
+        for node in nodes:
+            direct_client.direct_put_object(node, part, account, container, obj, body,
+                                             headers=keep)
+
+    return write

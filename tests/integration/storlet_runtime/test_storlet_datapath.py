@@ -8,8 +8,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-from swift.common import direct_client, utils
-from swift.common.ring import Ring
 
 pytestmark = pytest.mark.integration
 
@@ -26,16 +24,8 @@ def zlib_filter(iostack):
     return name
 
 
-def stored(aio, container: str, obj: str) -> tuple[dict[str, str], bytes]:
-    utils.set_swift_dir(aio["swift_dir"])
-    part, nodes = Ring(aio["swift_dir"], ring_name="object").get_nodes("AUTH_t1", container, obj)
-    headers, body = direct_client.direct_get_object(
-        nodes[0], part, "AUTH_t1", container, obj, headers={"X-Backend-Iostack-Raw": "true"})
-    return {k.lower(): v for k, v in headers.items()}, body
-
-
 @pytest.mark.parametrize("native", ["", ", SET ENCRYPTION"], ids=["alone", "then-encryption"])
-def test_uploaded_filter_runs_in_the_sandbox_on_the_data_path(aio, swift_for, policies,
+def test_uploaded_filter_runs_in_the_sandbox_on_the_data_path(swift_for, policies, stored,
                                                               zlib_filter, native):
     conn = swift_for("t1")
     container = f"sbx-{uuid.uuid4().hex[:8]}"
@@ -43,7 +33,7 @@ def test_uploaded_filter_runs_in_the_sandbox_on_the_data_path(aio, swift_for, po
     policies.add(f"FOR CONTAINER AUTH_t1/{container} DO SET {zlib_filter}{native}")
 
     conn.put_object(container, "log", BODY)
-    headers, raw = stored(aio, container, "log")
+    headers, raw = stored("AUTH_t1", container, "log")
     record = json.loads(headers["x-object-sysmeta-iostack-pipeline"])
     assert [e["name"] for e in record][0] == zlib_filter
     assert record[0]["meta"]["iostack.runtime"] == "storlet"
@@ -56,7 +46,7 @@ def test_uploaded_filter_runs_in_the_sandbox_on_the_data_path(aio, swift_for, po
     assert int(conn.head_object(container, "log")["content-length"]) == len(BODY)
 
 
-def test_a_policy_runs_a_library_filter_sandboxed(aio, swift_for, policies, iostack):
+def test_a_policy_runs_a_library_filter_sandboxed(swift_for, policies, stored, iostack):
     deployed = iostack("storlet", "deploy", "noop", "--tenant", "t1")
     assert deployed.returncode == 0, deployed.stderr
     conn = swift_for("t1")
@@ -65,7 +55,7 @@ def test_a_policy_runs_a_library_filter_sandboxed(aio, swift_for, policies, iost
     policies.add(f"FOR CONTAINER AUTH_t1/{container} DO SET NOOP SANDBOXED, SET ENCRYPTION")
 
     conn.put_object(container, "o", BODY)
-    headers, raw = stored(aio, container, "o")
+    headers, raw = stored("AUTH_t1", container, "o")
     record = json.loads(headers["x-object-sysmeta-iostack-pipeline"])
     assert [(e["name"], e["meta"].get("iostack.runtime")) for e in record] == [
         ("noop", "storlet"), ("encryption", None)]
