@@ -4,16 +4,18 @@
 
 Proxies on the all-in-one's storage servers, started by this benchmark:
 ``plain`` (no IOStack middleware), ``iostack`` (no cache), ``cache`` (IOStack
-and the cache, room for everything) and ``thrash`` (the same with room for
-about one entry, so every GET is a miss that fills the cache and evicts
-another entry). Configurations, run in alternation within every repetition
-so noise hits them alike:
+and the cache, room for everything), ``validated`` (the same cache directory
+with ``validate = head``) and ``thrash`` (room for about one entry, so every
+GET is a miss that fills the cache and evicts another entry). Configurations,
+run in alternation within every repetition so noise hits them alike:
 
 - ``plain``      GET through the plain proxy
 - ``iostack``    GET through a proxy with ``iostack`` but no cache, no policy
 - ``no-policy``  GET through ``cache`` of objects without a caching policy
 - ``miss``       GET through ``thrash``, ``SET CACHING`` container
 - ``hit``        GET through ``cache``, same container, entries filled beforehand
+- ``hit+head``   the same entries through a proxy with ``validate = head``
+                 (a HEAD to the object servers per hit)
 
 Sizes 4 KiB, 1 MiB and 16 MiB (over the default 4 MiB head: the head comes
 from the cache, 12 MiB from the object servers), 1 and 4 clients. Prints
@@ -53,9 +55,9 @@ from iostack.filters.caching import CacheStore
 
 MIB = 1 << 20
 HEAD = 4 * MIB  # the caching filter's default head
-CONFIGS = ("plain", "iostack", "no-policy", "miss", "hit")
+CONFIGS = ("plain", "iostack", "no-policy", "miss", "hit", "hit+head")
 PROXY_OF = {"plain": "plain", "iostack": "iostack", "no-policy": "cache", "miss": "thrash",
-            "hit": "cache"}
+            "hit": "cache", "hit+head": "validated"}
 OBJECTS_PER_CLIENT = 3  # put_get_ops reads <prefix>-<client>-<n % 3>
 
 
@@ -105,7 +107,8 @@ def main() -> None:
         account = storage_url.rsplit("/", 1)[1]
         manager = ProcessManager(Path(info["state_dir"]))
         run_id = uuid.uuid4().hex[:6]
-        names = {p: f"bench-cache-{run_id}-{p}" for p in ("plain", "iostack", "cache", "thrash")}
+        names = {p: f"bench-cache-{run_id}-{p}"
+                 for p in ("plain", "iostack", "cache", "validated", "thrash")}
         cache_dir = Path(tmp) / "cache"
         policies = Policies(info)
         try:
@@ -114,6 +117,10 @@ def main() -> None:
                 "iostack": start_proxy(info, manager, names["iostack"]),
                 "cache": start_proxy(info, manager, names["cache"], cache={
                     "cache_dir": str(cache_dir), "cache_size": str(1 << 30)}),
+                # Shares the cache directory, like another worker of the same proxy.
+                "validated": start_proxy(info, manager, names["validated"], cache={
+                    "cache_dir": str(cache_dir), "cache_size": str(1 << 30),
+                    "validate": "head"}),
             }
             parts = urlsplit(storage_url)
             urls = {p: parts._replace(netloc=f"{parts.hostname}:{port}").geturl()

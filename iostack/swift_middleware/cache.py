@@ -29,9 +29,10 @@ subscription is down and emptied whenever it is (re)established; fills
 racing a write are refused; entries past their ``X-Delete-At`` are misses.
 What it cannot see: writes that bypass every proxy running this middleware
 (object-server tools, a proxy without it) and the few milliseconds a message
-takes to reach the other proxies. A HEAD per hit would close those gaps at
+takes to reach the other proxies. ``validate = head`` closes those gaps with
+a HEAD to the object servers per hit (ETag and X-Timestamp must match), at
 the price of a backend round trip on every GET, which is most of what a hit
-of a small object saves.
+of a small object saves; the default trusts the invalidations.
 
 Authorization is checked on a hit as the proxy server would (container
 read ACL, then ``swift.authorize``), since the request never reaches it.
@@ -43,6 +44,7 @@ Configuration (``[filter:iostack_cache]`` in proxy-server.conf)::
     cache_size = 1073741824                # bytes on disk, entry headers included
     redis_url = redis://127.0.0.1:6379/0   # the controller's Redis
     key_prefix = iostack:                  # the controller's key prefix
+    validate = none                        # or head: check each hit with a HEAD
 
 plus the policy-reader options of ``policies``. Cache errors (disk, SQLite)
 are logged and turn into misses; an unusable ``cache_dir`` disables the cache
@@ -193,6 +195,10 @@ class IOStackCacheMiddleware:
             raise ValueError(f"iostack_cache: cache_size must be a positive number of bytes, "
                              f"got {size!r}")
         self.cache_size = int(size)
+        validate = conf.get("validate", "none")
+        if validate not in ("none", "head"):
+            raise ValueError(f"iostack_cache: validate must be none or head, got {validate!r}")
+        self.validate_with_head = validate == "head"
         self._workers: dict[int, WorkerCache] = {}
         self._lock = threading.Lock()
 
@@ -355,6 +361,10 @@ class IOStackCacheMiddleware:
         if denied is not None:
             hit.close()
             return denied
+        if self.validate_with_head and not self._still_current(req, hit):
+            hit.close()
+            cache.drop(req.path)
+            return None
         headers = hit.headers
         # Answer as an object server would, on a copy: the middlewares above
         # share this environ and must still see the client's Range.
@@ -373,6 +383,16 @@ class IOStackCacheMiddleware:
             hit.close()
         resp.content_length = hit.object_length
         return resp
+
+
+    def _still_current(self, req: Request, hit: CachedObject) -> bool:
+        """``validate = head``: the object servers still hold the cached version."""
+        sub = make_subrequest(req.environ, method="HEAD", path=req.path,
+                              swift_source=SWIFT_SOURCE)
+        resp = sub.get_response(self.app)
+        close_if_possible(resp.app_iter)
+        return resp.status_int == 200 and all(
+            resp.headers.get(h) == hit.headers.get(h) for h in ("Etag", "X-Timestamp"))
 
 
 def filter_factory(global_conf: dict[str, Any], **local_conf: Any):

@@ -316,3 +316,8 @@ def test_empty_objects_are_cached(worker):
     assert hit is not None and hit.complete and hit.object_length == 0
     assert b"".join(hit.read(0, 0)) == b""
     hit.close()
+
+
+def test_bad_validate_mode_is_refused_by_name():
+    with pytest.raises(ValueError, match="validate must be none or head"):
+        filter_factory({}, validate="always")(lambda env, start: [])
