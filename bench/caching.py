@@ -29,10 +29,8 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import uuid
-from configparser import ConfigParser
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -47,10 +45,11 @@ from common import (
     put_get_ops,
     run_clients,
     stack,
+    start_proxy,
 )
 
 from iostack.aio.processes import ProcessManager
-from iostack.aio.services import free_port, port_open, wait_until
+from iostack.aio.services import wait_until
 from iostack.filters.caching import CacheStore
 
 MIB = 1 << 20
@@ -59,36 +58,6 @@ CONFIGS = ("plain", "iostack", "no-policy", "miss", "hit", "hit+head")
 PROXY_OF = {"plain": "plain", "iostack": "iostack", "no-policy": "cache", "miss": "thrash",
             "hit": "cache", "hit+head": "validated"}
 OBJECTS_PER_CLIENT = 3  # put_get_ops reads <prefix>-<client>-<n % 3>
-
-
-def start_proxy(info: dict, manager: ProcessManager, name: str, iostack: bool = True,
-                cache: dict | None = None) -> int:
-    """A proxy like the all-in-one's, with or without ``iostack`` and the cache (its config)."""
-    swift_dir = Path(info["swift_dir"])
-    conf = ConfigParser(interpolation=None)
-    conf.read(swift_dir / "proxy-server.conf")
-    pipeline = [f for f in conf["pipeline:main"]["pipeline"].split() if f != "iostack_cache"]
-    if not iostack:
-        pipeline.remove("iostack")
-    elif cache is not None:
-        pipeline.insert(pipeline.index("iostack") + 1, "iostack_cache")
-        conf["filter:iostack_cache"] = {
-            "use": "egg:iostack#iostack_cache", **cache,
-            # The same Redis and key prefix as the policy middleware.
-            "redis_url": conf["filter:iostack"]["redis_url"],
-            "key_prefix": conf["filter:iostack"]["key_prefix"]}
-    conf["pipeline:main"]["pipeline"] = " ".join(pipeline)
-    port = free_port()
-    conf["DEFAULT"]["bind_port"] = str(port)
-    path = swift_dir / f"{name}.conf"
-    with open(path, "w", encoding="utf-8") as f:
-        conf.write(f)
-    path.chmod(0o600)
-    manager.start(name, [sys.executable, "-m", "iostack.aio.swift_launcher",
-                         str(swift_dir), str(path), "proxy-server"])
-    if not wait_until(lambda: port_open("127.0.0.1", port), 30):
-        raise RuntimeError(f"{name} did not start; see {manager.log_file(name)}")
-    return port
 
 
 def main() -> None:

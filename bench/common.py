@@ -12,16 +12,20 @@ import http.client
 import os
 import random
 import statistics
+import sys
 import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
+from configparser import ConfigParser
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from iostack.aio.processes import ProcessManager
+from iostack.aio.services import free_port, port_open, wait_until
 from iostack.aio.session import running_stack
 from iostack.controller.client import ControllerClient
 
@@ -240,3 +244,33 @@ class Policies:
         for pid in self.ids:
             self.client.delete_policy(pid)
         self.ids.clear()
+
+
+def start_proxy(info: dict, manager: ProcessManager, name: str, iostack: bool = True,
+                cache: dict | None = None) -> int:
+    """A proxy like the all-in-one's, with or without ``iostack`` and the cache (its config)."""
+    swift_dir = Path(info["swift_dir"])
+    conf = ConfigParser(interpolation=None)
+    conf.read(swift_dir / "proxy-server.conf")
+    pipeline = [f for f in conf["pipeline:main"]["pipeline"].split() if f != "iostack_cache"]
+    if not iostack:
+        pipeline.remove("iostack")
+    elif cache is not None:
+        pipeline.insert(pipeline.index("iostack") + 1, "iostack_cache")
+        conf["filter:iostack_cache"] = {
+            "use": "egg:iostack#iostack_cache", **cache,
+            # The same Redis and key prefix as the policy middleware.
+            "redis_url": conf["filter:iostack"]["redis_url"],
+            "key_prefix": conf["filter:iostack"]["key_prefix"]}
+    conf["pipeline:main"]["pipeline"] = " ".join(pipeline)
+    port = free_port()
+    conf["DEFAULT"]["bind_port"] = str(port)
+    path = swift_dir / f"{name}.conf"
+    with open(path, "w", encoding="utf-8") as f:
+        conf.write(f)
+    path.chmod(0o600)
+    manager.start(name, [sys.executable, "-m", "iostack.aio.swift_launcher",
+                         str(swift_dir), str(path), "proxy-server"])
+    if not wait_until(lambda: port_open("127.0.0.1", port), 30):
+        raise RuntimeError(f"{name} did not start; see {manager.log_file(name)}")
+    return port

@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import uuid
-from configparser import ConfigParser
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -37,12 +35,12 @@ from common import (
     put_get_ops,
     run_clients,
     stack,
+    start_proxy,
 )
 from swift.common import direct_client, utils
 from swift.common.ring import Ring
 
 from iostack.aio.processes import ProcessManager
-from iostack.aio.services import free_port, port_open, wait_until
 
 CONFIGS = {
     "plain": None,
@@ -53,27 +51,6 @@ CONFIGS = {
     "encryption": "SET ENCRYPTION",
 }
 PLAIN_PROXY = "bench-plain-proxy"
-
-
-def start_plain_proxy(info: dict) -> tuple[int, ProcessManager]:
-    """Start a proxy like the all-in-one's but without the IOStack middleware."""
-    swift_dir = Path(info["swift_dir"])
-    conf = ConfigParser(interpolation=None)
-    conf.read(swift_dir / "proxy-server.conf")
-    pipeline = [f for f in conf["pipeline:main"]["pipeline"].split() if f != "iostack"]
-    conf["pipeline:main"]["pipeline"] = " ".join(pipeline)
-    port = free_port()
-    conf["DEFAULT"]["bind_port"] = str(port)
-    path = swift_dir / "proxy-plain-bench.conf"
-    with open(path, "w", encoding="utf-8") as f:
-        conf.write(f)
-    path.chmod(0o600)
-    manager = ProcessManager(Path(info["state_dir"]))
-    manager.start(PLAIN_PROXY, [sys.executable, "-m", "iostack.aio.swift_launcher",
-                                str(swift_dir), str(path), "proxy-server"])
-    if not wait_until(lambda: port_open("127.0.0.1", port), 30):
-        raise RuntimeError(f"plain proxy did not start; see {manager.log_file(PLAIN_PROXY)}")
-    return port, manager
 
 
 def server_pgids(info: dict) -> dict[str, int]:
@@ -109,7 +86,8 @@ def main() -> None:
     with stack() as info:
         storage_url, token = auth(info, "t1")
         account = storage_url.rsplit("/", 1)[1]
-        plain_port, manager = start_plain_proxy(info)
+        manager = ProcessManager(Path(info["state_dir"]))
+        plain_port = start_proxy(info, manager, PLAIN_PROXY, iostack=False)
         parts = urlsplit(storage_url)
         plain_url = parts._replace(netloc=f"{parts.hostname}:{plain_port}").geturl()
         policies = Policies(info)

@@ -20,6 +20,9 @@ key (after the prefix)                type     value
 ``objrules``                          hash     ``account/container`` -> its object-level rules
 ``version``                           string   bumped by every change (INCR)
 ``invalidate``                        channel  pub/sub: the new version after each change
+``cache:invalidate``                  channel  pub/sub: object paths written through a proxy
+                                               (the proxy cache drops them; see
+                                               ``iostack.swift_middleware.cache_invalidation``)
 ====================================  =======  ==========================================
 
 Levels are ``global`` (target ``*``), ``group``, ``tenant`` (an account),
@@ -50,6 +53,7 @@ class KeySpace:
         self.objrules = prefix + "objrules"
         self.version = prefix + "version"
         self.invalidate = prefix + "invalidate"
+        self.cache_invalidate = prefix + "cache:invalidate"
 
     def rules(self, level: str, target: str) -> str:
         if level not in LEVELS:

@@ -45,7 +45,7 @@ import struct
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from iostack.filters.base import ByteSource, FilterSpec, check_range
@@ -209,7 +209,11 @@ class CacheFill:
 class CacheStore:
     """LRU-by-bytes cache of object heads under ``directory``, capped at ``capacity`` bytes."""
 
-    def __init__(self, directory: str | os.PathLike[str], capacity: int) -> None:
+    def __init__(self, directory: str | os.PathLike[str], capacity: int,
+                 thread_local: Callable[[], Any] = threading.local) -> None:
+        """``thread_local`` makes the per-thread holder of SQLite connections; under
+        eventlet pass the OS thread's (``patcher.original("threading").local``) so
+        green threads share a worker's connection instead of opening one each."""
         if capacity <= 0:
             raise ConfigError(f"cache_size must be positive, got {capacity}")
         self.directory = os.fspath(directory)
@@ -219,7 +223,7 @@ class CacheStore:
             os.makedirs(os.path.join(self.directory, "data"), exist_ok=True)
         except OSError as exc:
             raise ConfigError(f"cache_dir {self.directory}: {exc.strerror}") from None
-        self._local = threading.local()
+        self._local = thread_local()
         with self._transaction() as db:
             for statement in _SCHEMA:
                 db.execute(statement)

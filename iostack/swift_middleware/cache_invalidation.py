@@ -32,9 +32,10 @@ from collections.abc import Callable
 
 import redis
 
+from iostack.controller.keys import KeySpace
+
 LOG = logging.getLogger(__name__)
 
-CHANNEL_SUFFIX = "cache:invalidate"
 CLIENT_NAME = "iostack-proxy-cache"
 MAX_PATH_BYTES = 8192
 # Paths whose last invalidation is remembered for fill tickets; when one is
@@ -52,7 +53,7 @@ class InvalidationBus:
     def __init__(self, redis_url: str, prefix: str, on_path: Callable[[str], None],
                  on_reset: Callable[[], None], subscribe: bool = True,
                  client_name: str = CLIENT_NAME) -> None:
-        self.channel = prefix + CHANNEL_SUFFIX
+        self.channel = KeySpace(prefix).cache_invalidate
         # Named, so that an operator can tell the cache's subscriptions apart.
         self.redis = redis.Redis.from_url(redis_url, socket_timeout=5, health_check_interval=30,
                                           client_name=client_name)
