@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
+from typing import Any
 
+from eventlet import patcher
 from swift.common.request_helpers import get_container_update_override_key
 from swift.common.swob import (
     HTTPClientDisconnect,
@@ -36,6 +38,41 @@ from iostack.swift_middleware.record import (
 
 READ_CHUNK = 65536
 
+# Real OS threads and queues, also inside an eventlet-patched server.
+_threading = patcher.original("threading")
+_queue = patcher.original("queue")
+
+
+class BackgroundMD5:
+    """The MD5 of a body, computed on a native thread beside the event loop.
+
+    hashlib releases the GIL while it hashes a chunk, so the tenant's ETag is
+    computed on another core while the proxy keeps forwarding the body,
+    instead of adding ~2 CPU s/GB to its one event loop. ``close`` ends the
+    stream (also when the upload is abandoned); ``hexdigest`` waits for it.
+    """
+
+    def __init__(self) -> None:
+        self._md5 = hashlib.md5(usedforsecurity=False)
+        self._chunks: Any = _queue.SimpleQueue()
+        self._thread = _threading.Thread(target=self._run, name="iostack-md5", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while (chunk := self._chunks.get()) is not None:
+            self._md5.update(chunk)
+
+    def update(self, chunk: bytes) -> None:
+        self._chunks.put(chunk)
+
+    def close(self) -> None:
+        self._chunks.put(None)
+
+    def hexdigest(self) -> str:
+        self.close()  # a no-op after the stream's own close; never waits forever
+        self._thread.join()
+        return self._md5.hexdigest()
+
 
 class EncodingInput:
     """File-like ``wsgi.input`` that yields the encoded body."""
@@ -50,7 +87,7 @@ class EncodingInput:
         self.client_input = client_input
         self.expected_length = expected_length
         self.encoders = encoders
-        self.md5 = hashlib.md5(usedforsecurity=False)
+        self.md5 = BackgroundMD5()
         self.received = 0
         stream: Iterator[bytes] = self._client_chunks()
         for _applied, encoder in encoders:
@@ -60,13 +97,16 @@ class EncodingInput:
         self.done = False
 
     def _client_chunks(self) -> Iterator[bytes]:
-        while True:
-            chunk = self.client_input.read(READ_CHUNK)
-            if not chunk:
-                break
-            self.received += len(chunk)
-            self.md5.update(chunk)
-            yield chunk
+        try:
+            while True:
+                chunk = self.client_input.read(READ_CHUNK)
+                if not chunk:
+                    break
+                self.received += len(chunk)
+                self.md5.update(chunk)
+                yield chunk
+        finally:
+            self.md5.close()
         if self.expected_length is not None and self.received != self.expected_length:
             raise HTTPClientDisconnect(
                 request=self.request,
