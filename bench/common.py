@@ -11,6 +11,7 @@ from __future__ import annotations
 import http.client
 import os
 import random
+import signal
 import statistics
 import sys
 import threading
@@ -34,6 +35,8 @@ CHECKOUT = Path(__file__).resolve().parents[1]
 
 @contextmanager
 def stack() -> Iterator[dict[str, Any]]:
+    # A benchmark stopped with SIGTERM still stops the private stack it started.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with running_stack(CHECKOUT / ".iostack-bench") as info:
         yield info
 
