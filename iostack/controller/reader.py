@@ -36,6 +36,7 @@ import redis
 
 from iostack.controller.keys import DEFAULT_PREFIX, KeySpace
 from iostack.controller.resolve import Level, RequestInfo, Resolution, resolve
+from iostack.controller.subscription import Subscription
 from iostack.filters.metadata import FilterMetadata
 
 LOG = logging.getLogger(__name__)
@@ -133,13 +134,11 @@ class PolicyReader:
         self._cache: OrderedDict[tuple, tuple[float, list[Level]]] = OrderedDict()
         self._vocab: tuple[dict[str, FilterMetadata], dict[str, list[str]]] | None = None
         self._generation = 0
-        self._subscribed = threading.Event()
-        self._stop = threading.Event()
-        self._thread = None
-        if subscribe:
-            self._thread = threading.Thread(target=self._listen, name="iostack-invalidate",
-                                            daemon=True)
-            self._thread.start()
+        # Every message drops the whole cache; so do (re)subscribing and losing the
+        # channel, since a message may have been missed in between.
+        self._subscription = Subscription(
+            self.redis, self.keys.invalidate, lambda _data: self.invalidate(),
+            self.invalidate, self.invalidate, "iostack-invalidate") if subscribe else None
 
     # -- the data path ----------------------------------------------------------
 
@@ -149,7 +148,7 @@ class PolicyReader:
 
     def lookup(self, request: RequestInfo):
         """Levels and vocabulary for ``request``, from the cache or one round trip."""
-        cacheable = self._subscribed.is_set()
+        cacheable = self._subscription is not None and self._subscription.active
         now = time.monotonic()
         with self._lock:
             generation = self._generation
@@ -190,37 +189,14 @@ class PolicyReader:
     # -- invalidation -----------------------------------------------------------
 
     def wait_subscribed(self, timeout: float = 5.0) -> bool:
-        return self._subscribed.wait(timeout)
-
-    def _listen(self) -> None:
-        backoff = 0.1
-        while not self._stop.is_set():
-            pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
-            try:
-                pubsub.subscribe(self.keys.invalidate)
-                # Anything cached before this point may have missed a message.
-                self.invalidate()
-                self._subscribed.set()
-                backoff = 0.1
-                while not self._stop.is_set():
-                    if pubsub.get_message(timeout=0.5) is not None:
-                        self.invalidate()
-            except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
-                LOG.warning("policy invalidation channel lost (%s); cache bypassed", exc)
-            finally:
-                self._subscribed.clear()
-                self.invalidate()
-                pubsub.close()
-            self._stop.wait(backoff)
-            backoff = min(backoff * 2, 5.0)
+        return self._subscription is not None and self._subscription.wait_active(timeout)
 
     def close(self) -> None:
-        self._stop.set()
-        if self._thread:
-            self._thread.join(timeout=3)
+        if self._subscription:
+            self._subscription.close()
         self.redis.close()
 
     def stats(self) -> dict[str, Any]:
         with self._lock:
             return {"entries": len(self._cache), "generation": self._generation,
-                    "subscribed": self._subscribed.is_set()}
+                    "subscribed": bool(self._subscription and self._subscription.active)}

@@ -33,6 +33,7 @@ from collections.abc import Callable
 import redis
 
 from iostack.controller.keys import KeySpace
+from iostack.controller.subscription import Subscription
 
 LOG = logging.getLogger(__name__)
 
@@ -63,21 +64,18 @@ class InvalidationBus:
         self._seq = 0
         self._floor = 0  # tickets below this are void (a reset, or a forgotten path)
         self._changed: OrderedDict[str, int] = OrderedDict()
-        self._subscribed = threading.Event()
-        self._stop = threading.Event()
-        self._thread = None
-        if subscribe:
-            self._thread = threading.Thread(target=self._listen, name="iostack-cache-bus",
-                                            daemon=True)
-            self._thread.start()
+        # Subscribed from on_subscribed on; whatever happened before may be unknown.
+        self._subscription = Subscription(
+            self.redis, self.channel, self._message, self._reset, self._lost,
+            "iostack-cache-bus") if subscribe else None
 
     @property
     def trusted(self) -> bool:
         """Whether cached entries may be served: no invalidation can have been missed."""
-        return self._subscribed.is_set()
+        return self._subscription is not None and self._subscription.active
 
     def wait_trusted(self, timeout: float) -> bool:
-        return self._subscribed.wait(timeout)
+        return self._subscription is not None and self._subscription.wait_active(timeout)
 
     # -- fill tickets -------------------------------------------------------------
 
@@ -131,35 +129,12 @@ class InvalidationBus:
             return
         self.changed(path)
 
-    def _listen(self) -> None:
-        backoff = 0.1
-        while not self._stop.is_set():
-            pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
-            try:
-                pubsub.subscribe(self.channel)
-                # Subscribed from here on; whatever happened before may be unknown.
-                self._reset()
-                self._subscribed.set()
-                backoff = 0.1
-                while not self._stop.is_set():
-                    message = pubsub.get_message(timeout=0.5)
-                    if message is not None and message.get("type") == "message":
-                        self._message(message["data"])
-            except (redis.RedisError, OSError) as exc:
-                LOG.warning("IOStack cache: invalidation channel lost (%s); cache bypassed", exc)
-            except Exception:  # noqa: BLE001 - the listener must survive a bad callback
-                LOG.exception("IOStack cache: invalidation listener failed; cache bypassed")
-            finally:
-                self._subscribed.clear()
-                with self._lock:
-                    self._seq += 1
-                    self._floor = self._seq  # fills running now might miss a message
-                pubsub.close()
-            self._stop.wait(backoff)
-            backoff = min(backoff * 2, 5.0)
+    def _lost(self) -> None:
+        with self._lock:
+            self._seq += 1
+            self._floor = self._seq  # fills running now might miss a message
 
     def close(self) -> None:
-        self._stop.set()
-        if self._thread:
-            self._thread.join(timeout=3)
+        if self._subscription:
+            self._subscription.close()
         self.redis.close()

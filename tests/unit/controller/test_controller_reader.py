@@ -78,7 +78,7 @@ def test_a_filter_registered_later_is_seen(store, reader, registries):
 
 
 def test_while_unsubscribed_the_cache_is_bypassed(store, reader):
-    reader._subscribed.clear()  # as when the invalidation connection drops
+    reader._subscription._active.clear()  # as when the invalidation connection drops
     calls = count_commands(reader)
     pipeline_of(reader)
     pipeline_of(reader)

@@ -1,0 +1,74 @@
+"""A Redis pub/sub subscription kept alive in a background thread.
+
+Data-path caches (the policy reader, the proxy cache) trust what they hold
+only while they are subscribed to their invalidation channel: a message
+missed while the connection was down could mean a stale answer. This class
+owns that loop once for all of them: it subscribes, calls ``on_subscribed``
+(whatever was cached before may have missed messages), delivers every
+message to ``on_message``, and on any loss calls ``on_lost``, then
+reconnects with exponential backoff (0.1 s up to 5 s). ``active`` says
+whether messages are flowing right now.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+import redis
+
+LOG = logging.getLogger(__name__)
+
+
+class Subscription:
+    def __init__(self, client: redis.Redis, channel: str,
+                 on_message: Callable[[bytes | str], None],
+                 on_subscribed: Callable[[], None], on_lost: Callable[[], None],
+                 name: str) -> None:
+        self.client = client
+        self.channel = channel
+        self.on_message = on_message
+        self.on_subscribed = on_subscribed
+        self.on_lost = on_lost
+        self.name = name
+        self._active = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    @property
+    def active(self) -> bool:
+        return self._active.is_set()
+
+    def wait_active(self, timeout: float) -> bool:
+        return self._active.wait(timeout)
+
+    def _run(self) -> None:
+        backoff = 0.1
+        while not self._stop.is_set():
+            pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+            try:
+                pubsub.subscribe(self.channel)
+                self.on_subscribed()
+                self._active.set()
+                backoff = 0.1
+                while not self._stop.is_set():
+                    message = pubsub.get_message(timeout=0.5)
+                    if message is not None and message.get("type") == "message":
+                        self.on_message(message["data"])
+            except (redis.RedisError, OSError) as exc:
+                LOG.warning("%s: channel %s lost (%s); its cache is bypassed",
+                            self.name, self.channel, exc)
+            except Exception:  # noqa: BLE001 - the listener must survive a bad callback
+                LOG.exception("%s: listener failed; its cache is bypassed", self.name)
+            finally:
+                self._active.clear()
+                self.on_lost()
+                pubsub.close()
+            self._stop.wait(backoff)
+            backoff = min(backoff * 2, 5.0)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=3)
