@@ -80,6 +80,10 @@ class AioConfig:
         data = {k: v for k, v in asdict(self).items() if k != "state_dir"}
         path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
+    def ports(self) -> frozenset[int]:
+        """The ports configured for the stack's own servers."""
+        return frozenset(getattr(self, name) for name in self.settings() if name.endswith("_port"))
+
     @property
     def proxy_url(self) -> str:
         return f"http://{self.host}:{self.proxy_port}"

@@ -39,15 +39,23 @@ class ServiceInfo:
     port: int | None = None
 
 
-def free_port(preferred: int | None = None, host: str = "127.0.0.1") -> int:
-    """``preferred`` if nothing listens there, else a port the kernel says is free."""
-    for port in ([preferred] if preferred else []) + [0]:
+def free_port(preferred: int | None = None, host: str = "127.0.0.1",
+              avoid: frozenset[int] = frozenset()) -> int:
+    """``preferred`` if nothing listens there, else a port the kernel says is free.
+
+    Ports in ``avoid`` (configured for components not started yet) are never
+    returned, however free they look now.
+    """
+    candidates = ([preferred] if preferred and preferred not in avoid else []) + [0] * 20
+    for port in candidates:
         with socket.socket() as sock:
             try:
                 sock.bind((host, port))
             except OSError:
                 continue
-            return sock.getsockname()[1]
+            chosen = sock.getsockname()[1]
+        if chosen not in avoid:
+            return chosen
     raise ServiceError("no free TCP port on loopback")
 
 
@@ -105,10 +113,13 @@ def memcached_answers(url: str) -> bool:
 class Services:
     """The backing services of one state dir."""
 
-    def __init__(self, state_dir: Path, processes: ProcessManager, timeout: float) -> None:
+    def __init__(self, state_dir: Path, processes: ProcessManager, timeout: float,
+                 reserved: frozenset[int] = frozenset()) -> None:
+        """``reserved``: ports configured for the stack's other components."""
         self.state_dir = state_dir
         self.processes = processes
         self.timeout = timeout
+        self.reserved = reserved
         self.path = state_dir / SERVICES_FILE
         self.info: dict[str, ServiceInfo] = {}
         if self.path.is_file():
@@ -163,7 +174,7 @@ class Services:
 
     def _start_redis(self) -> ServiceInfo:
         binary = self._require("redis-server")
-        port = free_port(self._previous_port("redis"))
+        port = free_port(self._previous_port("redis"), avoid=self.reserved)
         password = generated_secret(self.state_dir, "redis_password")
         data_dir = self.state_dir / "redis"
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -184,7 +195,7 @@ class Services:
 
     def _start_memcached(self) -> ServiceInfo:
         binary = self._require("memcached")
-        port = free_port(self._previous_port("memcached"))
+        port = free_port(self._previous_port("memcached"), avoid=self.reserved)
         argv = [binary, "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-m", "64"]
         if os.geteuid() == 0:
             argv += ["-u", "root"]  # memcached refuses to run as root without it
@@ -198,9 +209,9 @@ class Services:
         epmd = self._require("epmd")
         base = self.state_dir / "rabbitmq"
         base.mkdir(parents=True, exist_ok=True)
-        port = free_port(self._previous_port("rabbitmq"))
-        epmd_port = free_port()
-        dist_port = free_port()
+        port = free_port(self._previous_port("rabbitmq"), avoid=self.reserved)
+        epmd_port = free_port(avoid=self.reserved | {port})
+        dist_port = free_port(avoid=self.reserved | {port, epmd_port})
         password = generated_secret(self.state_dir, "rabbitmq_password")
         conf = base / "rabbitmq.conf"
         conf.write_text(

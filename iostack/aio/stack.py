@@ -66,7 +66,8 @@ class AllInOne:
         self.config = config
         self.state_dir = config.state_dir
         self.processes = ProcessManager(self.state_dir)
-        self.services = Services(self.state_dir, self.processes, config.start_timeout)
+        self.services = Services(self.state_dir, self.processes, config.start_timeout,
+                                 config.ports())
         self.info_path = self.state_dir / AIO_INFO_FILE
 
     # -- start -----------------------------------------------------------------

@@ -12,7 +12,7 @@ import pytest
 from iostack.aio import secrets
 from iostack.aio.config import AioConfig
 from iostack.aio.processes import ProcessManager
-from iostack.aio.services import redact
+from iostack.aio.services import free_port, redact
 from iostack.aio.swift import PROXY_PIPELINE, SwiftLayout
 
 
@@ -90,3 +90,16 @@ def test_redact_hides_only_the_password():
     assert redact("amqp://guest:guest@127.0.0.1:5672/%2F") == "amqp://guest:***@127.0.0.1:5672/%2F"
     assert redact("redis://:s3cret@127.0.0.1:1234/0") == "redis://:***@127.0.0.1:1234/0"
     assert redact("redis://127.0.0.1:6379/0") == "redis://127.0.0.1:6379/0"
+
+
+def test_free_port_never_hands_out_a_port_reserved_for_another_component():
+    reserved = free_port()
+    assert free_port(preferred=reserved) == reserved  # free, and asked for
+    for _ in range(20):
+        assert free_port(preferred=reserved, avoid=frozenset({reserved})) != reserved
+
+
+def test_config_ports_are_the_servers_ports(tmp_path):
+    config = AioConfig.load(tmp_path, {"proxy_port": 18080, "iscsi_port": 13260})
+    assert {18080, 13260, config.object_port, config.controller_port} <= config.ports()
+    assert all(isinstance(port, int) for port in config.ports())
