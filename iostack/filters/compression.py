@@ -15,7 +15,9 @@ decodable on its own: a complete gzip member (``gzip -d`` reads one) or zstd
 frame (with its content checksum), or the raw bytes when compressing did not
 pay. The trailer lists each frame's stored length, kind and CRC-32 and ends
 with its own CRC-32; sysmeta records the trailer length, so a Range GET reads
-the trailer and then exactly the frames that overlap the range.
+the trailer and then exactly the frames that overlap the range. A trailer of
+up to ``INLINE_INDEX_MAX`` bytes is also copied, base64, into sysmeta
+(``index``): then a read needs no request for it at all.
 
 Why 256 KiB frames: gzip's window is 32 KiB and zstd's ratio barely improves
 beyond a few hundred KiB at its fast levels, while a one-byte Range read has
@@ -31,6 +33,8 @@ random or already-compressed bodies cost little more than a copy.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import math
 import struct
 import zlib
@@ -82,6 +86,9 @@ METADATA = FilterMetadata(
 PROBE_BYTES = 16 * KIB
 PROBE_MAX_RATIO = 0.9  # a probe that keeps more than this is not worth a full pass
 KEEP_MAX_RATIO = 0.97  # store raw unless compression saves at least 3%
+# An index up to this size (~80 frames: 20 MiB at the default frame size) is
+# also kept, base64, in sysmeta: reads then need no request for the trailer.
+INLINE_INDEX_MAX = 1024
 GIVE_UP_AFTER = 4  # consecutive raw frames before the encoder stops trying
 
 KIND_RAW = 0
@@ -227,6 +234,8 @@ class CompressionEncoder:
         }
         if self._gave_up_at is not None:
             meta["gave_up"] = str(self._gave_up_at)
+        if self._trailer_length <= INLINE_INDEX_MAX:
+            meta["index"] = base64.b64encode(self._trailer()).decode("ascii")
         return meta
 
 
@@ -254,6 +263,7 @@ class CompressionView:
         self._trailer_length = sysmeta_int(sysmeta, "trailer", METADATA.name)
         if self._frame_size == 0 or self._trailer_length > lower.length:
             raise IntegrityError(f"{self._path}: compression sysmeta does not fit the object")
+        self._inline_index = sysmeta.get("index")
         self._index: _Index | None = None
 
     @property
@@ -292,7 +302,17 @@ class CompressionView:
     def _load_index(self) -> _Index:
         if self._index is None:
             end = self._lower.length
-            trailer = b"".join(self._lower.read(end - self._trailer_length, end))
+            if self._inline_index is not None:
+                try:
+                    trailer = base64.b64decode(self._inline_index, validate=True)
+                except (binascii.Error, ValueError):
+                    raise IntegrityError(f"{self._path}: compression index in sysmeta is not "
+                                         "base64") from None
+                if len(trailer) != self._trailer_length:
+                    raise IntegrityError(f"{self._path}: compression index in sysmeta has "
+                                         "the wrong length")
+            else:
+                trailer = b"".join(self._lower.read(end - self._trailer_length, end))
             self._index = self._parse(trailer, end - self._trailer_length)
         return self._index
 

@@ -82,9 +82,44 @@ def test_mixed_body_keeps_compressing_text_after_a_random_stretch():
     assert read_all(view(stored, sysmeta)) == data
 
 
+def without_inline_index(sysmeta):
+    """Sysmeta as for an object whose index is too big for sysmeta: it lives only in the trailer."""
+    return {k: v for k, v in sysmeta.items() if k != "index"}
+
+
+def test_a_small_index_rides_in_sysmeta_so_a_range_reads_one_frame():
+    data = log_text(1024 * KIB)
+    stored, sysmeta = put(data, frame_size=64 * KIB)
+    assert "index" in sysmeta
+    lower = CountingSource(BytesSource(stored))
+    v = SPEC.open_view(lower, sysmeta, CTX)
+    assert read_all(v, 5 * 64 * KIB + 3, 5 * 64 * KIB + 4) == data[5 * 64 * KIB + 3 :][:1]
+    assert len(lower.reads) == 1
+    start, end = lower.reads[0]
+    assert end - start < 64 * KIB
+
+
+def test_an_index_too_big_for_sysmeta_stays_in_the_trailer_only():
+    data = log_text(9 * 1024 * KIB)
+    _, sysmeta = put(data, frame_size=64 * KIB)  # 144 frames
+    assert int(sysmeta["trailer"]) > 1024 and "index" not in sysmeta
+
+
+def test_a_damaged_inline_index_is_an_integrity_error():
+    data = log_text(200 * KIB)
+    stored, sysmeta = put(data, frame_size=64 * KIB)
+    index = sysmeta["index"]
+    damaged = index[:10] + ("A" if index[10] != "A" else "B") + index[11:]
+    with pytest.raises(IntegrityError, match="index"):
+        read_all(view(stored, sysmeta | {"index": damaged}))
+    with pytest.raises(IntegrityError, match="base64"):
+        read_all(view(stored, sysmeta | {"index": "not base64!"}))
+
+
 def test_range_read_fetches_the_trailer_and_only_the_needed_frames():
     data = log_text(1024 * KIB)
     stored, sysmeta = put(data, frame_size=64 * KIB)
+    sysmeta = without_inline_index(sysmeta)
     lower = CountingSource(BytesSource(stored))
     v = SPEC.open_view(lower, sysmeta, CTX)
     assert v.length == len(data) and lower.reads == []  # HEAD needs no read
@@ -110,7 +145,7 @@ def test_corruption_is_an_integrity_error(what):
     position = {"compressed frame": 100, "raw frame": trailer_start - 100,
                 "trailer": trailer_start + 20}[what]
     with pytest.raises(IntegrityError):
-        read_all(view(flip(stored, position), sysmeta))
+        read_all(view(flip(stored, position), without_inline_index(sysmeta)))
 
 
 def test_truncated_object_and_bad_sysmeta_are_integrity_errors():
