@@ -159,9 +159,10 @@ class AllInOne:
         ready = self.state_dir / "block" / "service.json"
         if self.processes.find(BLOCK_BRIDGE) is None:
             ready.unlink(missing_ok=True)  # left by a service that was killed
-        if self.processes.find(BLOCK_BRIDGE) is None and port_open(cfg.host, cfg.iscsi_port):
-            raise AioError(f"{BLOCK_BRIDGE}: iSCSI port {cfg.host}:{cfg.iscsi_port} is already "
-                           "in use; choose another with IOSTACK_ISCSI_PORT or --iscsi-port")
+            if port_open(cfg.host, cfg.iscsi_port):
+                raise AioError(f"{BLOCK_BRIDGE}: iSCSI port {cfg.host}:{cfg.iscsi_port} is "
+                               "already in use; choose another with IOSTACK_ISCSI_PORT or "
+                               "--iscsi-port")
         self._start_process(
             BLOCK_BRIDGE,
             [sys.executable, "-m", "iostack.block_bridge.service", "--config", str(conf_path)],

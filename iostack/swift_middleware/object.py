@@ -68,10 +68,11 @@ METADATA_FOOTER = "X-Backend-Obj-Metadata-Footer"
 class MimeBody:
     """File-like ``wsgi.input``: the encoded body and the footer, as one MIME document."""
 
-    def __init__(self, chunks: Iterator[bytes], client_input) -> None:
+    def __init__(self, chunks: Iterator[bytes], client_input, proxy_sent_mime: bool) -> None:
         self._chunks = chunks
         self._pending = b""
         self._client_input = client_input
+        self.proxy_sent_mime = proxy_sent_mime
 
     def read(self, size: int = -1) -> bytes:
         while size < 0 or len(self._pending) < size:
@@ -105,8 +106,6 @@ class MimeBody:
     def send_hundred_continue_response(self) -> None:
         self._client_input.send_hundred_continue_response()
 
-    proxy_sent_mime = False
-
 
 class ObjectStagePut:
     """One PUT whose body the object layer encodes."""
@@ -132,9 +131,8 @@ class ObjectStagePut:
             req.headers[MIME_BOUNDARY] = boundary.decode()
             req.headers[METADATA_FOOTER] = "yes"
         self.expected_length = None if self.proxy_boundary else req.content_length
-        mime = MimeBody(self._documents(boundary), self.client_input)
-        mime.proxy_sent_mime = bool(self.proxy_boundary)
-        req.environ["wsgi.input"] = mime
+        req.environ["wsgi.input"] = MimeBody(self._documents(boundary), self.client_input,
+                                             proxy_sent_mime=bool(self.proxy_boundary))
         # The stored length is known only at the end.
         req.headers.pop("Content-Length", None)
         req.headers.pop("X-Backend-Obj-Content-Length", None)
