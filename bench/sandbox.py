@@ -2,13 +2,17 @@
 
     .venv/bin/python bench/sandbox.py [--repeat 3] [--seconds 1] [--cold 3]
 
-GETs by one client of 1 KiB and 10 MiB objects, in four configurations that
+GETs by one client of 1 KiB and 10 MiB objects, in five configurations that
 alternate within every repetition so noise hits them alike:
 
-- ``plain``            no policy on the container (the IOStack proxy passes through)
-- ``native-noop``      policy ``SET NOOP``: the filter runs in the proxy middleware
-- ``sandbox-object``   noop as a storlet in the bubblewrap sandbox, at the object node
-- ``sandbox-proxy``    the same storlet run on the proxy (``X-Storlet-Run-On-Proxy``)
+- ``plain``              no policy on the container (the IOStack proxy passes through)
+- ``native-noop``        policy ``SET NOOP``: the filter runs in the proxy middleware
+- ``sandbox-object``     noop as a storlet in the bubblewrap sandbox, at the object node
+                         (the Storlets API: ``X-Run-Storlet``)
+- ``sandbox-proxy``      the same storlet run on the proxy (``X-Storlet-Run-On-Proxy``)
+- ``datapath-sandboxed`` policy ``SET NOOP SANDBOXED``: the IOStack proxy middleware runs
+                         the same storlet itself (``SandboxRunner``), on PUT and on GET;
+                         the bench checks that the stored record says it ran sandboxed
 
 Warm: the sandbox and the storlet daemon are up. Printed per configuration as
 medians over repetitions: throughput relative to ``plain`` in the same
@@ -31,6 +35,8 @@ import uuid
 from pathlib import Path
 
 from common import Client, Policies, auth, body_of, human_size, print_table, run_clients, stack
+from swift.common import direct_client, utils
+from swift.common.ring import Ring
 from swiftclient.client import Connection
 
 from iostack.storlet_runtime import packaging
@@ -39,7 +45,7 @@ from iostack.storlet_runtime.swift_conf import gateway_conf_path
 
 TENANT = "t2"  # its own Storlets scope, so tearing it down does not disturb t1's tests
 SIZES = (1 << 10, 10 << 20)
-CONFIGS = ("plain", "native-noop", "sandbox-object", "sandbox-proxy")
+CONFIGS = ("plain", "native-noop", "sandbox-object", "sandbox-proxy", "datapath-sandboxed")
 
 
 def sandbox_of(info: dict, scope: str) -> ScopeSandbox:
@@ -66,15 +72,19 @@ def main() -> None:
         url, token = auth(info, TENANT)
         conn = Connection(preauthurl=url, preauthtoken=token)
         storlet = packaging.deploy_filter(conn, "noop")
-        plain_c, native_c = f"sbx-plain-{uuid.uuid4().hex[:6]}", f"sbx-noop-{uuid.uuid4().hex[:6]}"
-        for container in (plain_c, native_c):
+        run_id = uuid.uuid4().hex[:6]
+        containers = {"plain": f"sbx-plain-{run_id}", "native-noop": f"sbx-noop-{run_id}",
+                      "datapath-sandboxed": f"sbx-dpsb-{run_id}"}
+        for container in containers.values():
             conn.put_container(container)
         policies = Policies(info)
-        policies.add(f"FOR CONTAINER AUTH_{TENANT}/{native_c} DO SET NOOP")
+        policies.add(f"FOR CONTAINER AUTH_{TENANT}/{containers['native-noop']} DO SET NOOP")
+        policies.add(f"FOR CONTAINER AUTH_{TENANT}/{containers['datapath-sandboxed']} "
+                     "DO SET NOOP SANDBOXED")
         try:
-            run(url, token, conn, plain_c, native_c, args)
-            cold(info, url, token, conn, plain_c, storlet, args.cold)
-            for container in (plain_c, native_c):
+            run(info, url, token, conn, containers, args)
+            cold(info, url, token, conn, containers["plain"], storlet, args.cold)
+            for container in containers.values():
                 for obj in conn.get_container(container)[1]:
                     conn.delete_object(container, obj["name"])
                 conn.delete_container(container)
@@ -82,22 +92,43 @@ def main() -> None:
             policies.remove_all()
 
 
-def requests_for(plain_c: str, native_c: str) -> dict[str, tuple[str, dict[str, str]]]:
+def requests_for(containers: dict[str, str]) -> dict[str, tuple[str, dict[str, str]]]:
     decode = packaging.storlet_headers("noop", "decode")
+    plain = f"{containers['plain']}/obj"
     return {
-        "plain": (f"{plain_c}/obj", {}),
-        "native-noop": (f"{native_c}/obj", {}),
-        "sandbox-object": (f"{plain_c}/obj", decode),
-        "sandbox-proxy": (f"{plain_c}/obj", {**decode, "X-Storlet-Run-On-Proxy": ""}),
+        "plain": (plain, {}),
+        "native-noop": (f"{containers['native-noop']}/obj", {}),
+        "sandbox-object": (plain, decode),
+        "sandbox-proxy": (plain, {**decode, "X-Storlet-Run-On-Proxy": ""}),
+        "datapath-sandboxed": (f"{containers['datapath-sandboxed']}/obj", {}),
     }
 
 
-def run(url, token, conn, plain_c, native_c, args) -> None:
-    targets = requests_for(plain_c, native_c)
+def put_through_sandbox(info: dict, conn: Connection, container: str, body: bytes) -> None:
+    """PUT ``obj`` until its stored record says the data path ran its filter in the sandbox.
+
+    A new policy reaches the proxy within about a second; a PUT before that is stored plain.
+    """
+    utils.set_swift_dir(info["swift_dir"])
+    account = f"AUTH_{TENANT}"
+    part, nodes = Ring(info["swift_dir"], ring_name="object").get_nodes(account, container, "obj")
+    for _ in range(20):
+        conn.put_object(container, "obj", body)
+        headers = direct_client.direct_head_object(nodes[0], part, account, container, "obj")
+        record = headers.get("X-Object-Sysmeta-Iostack-Pipeline", "")
+        if '"iostack.runtime":"storlet"' in record:
+            return
+        time.sleep(0.25)
+    raise SystemExit(f"{container}/obj was not written through the sandbox: {record!r}")
+
+
+def run(info, url, token, conn, containers, args) -> None:
+    targets = requests_for(containers)
     for size in SIZES:
         body = body_of(size)
-        conn.put_object(plain_c, "obj", body)
-        conn.put_object(native_c, "obj", body)
+        conn.put_object(containers["plain"], "obj", body)
+        conn.put_object(containers["native-noop"], "obj", body)
+        put_through_sandbox(info, conn, containers["datapath-sandboxed"], body)
         client = Client(url, token)
         for path, headers in targets.values():  # check and warm every path once
             if client.request("GET", path, headers=headers)[1] != body:
