@@ -83,6 +83,11 @@ class FilterSpec:
     make_view: ViewFactory | None = None
     # Rules across parameters that metadata cannot express (gzip levels stop at 9).
     check_params: ParamCheck | None = None
+    # The encoder passes every byte through unchanged and its sysmeta does not
+    # depend on the body (it may be asked for before encoding starts). The data
+    # path then records the filter up front and lets Swift's own ETag, length
+    # and body checks stand: no MD5 of its own, no footers.
+    preserves_bytes: bool = False
 
     @property
     def name(self) -> str:

@@ -3,6 +3,10 @@
 It exists to measure the framework itself: a policy ``SET NOOP`` exercises
 classification, resolution, sysmeta and the streaming plumbing while the
 filter adds no work of its own. No parameters.
+
+It preserves bytes (``FilterSpec.preserves_bytes``), so a pipeline of noop
+alone costs what any byte-preserving pipeline costs: the record goes with the
+request headers and Swift's own ETag and length checks stand.
 """
 
 from __future__ import annotations
@@ -37,4 +41,4 @@ def open_view(lower: ByteSource, sysmeta: Mapping[str, str], context: FilterCont
     return lower
 
 
-SPEC = FilterSpec(METADATA, make_encoder=NoopEncoder, make_view=open_view)
+SPEC = FilterSpec(METADATA, make_encoder=NoopEncoder, make_view=open_view, preserves_bytes=True)

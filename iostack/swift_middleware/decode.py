@@ -18,7 +18,7 @@ from swift.common.swob import HTTPInternalServerError, Request, Response, multi_
 from iostack.filters.base import ByteSource, FilterContext
 from iostack.filters.errors import FilterError
 from iostack.filters.registry import get_filter
-from iostack.swift_middleware.record import Layer, load_pipeline, original_size
+from iostack.swift_middleware.record import AppliedFilter, Layer, load_pipeline, original_size
 from iostack.swift_middleware.sandboxed import SandboxedView, is_sandboxed
 from iostack.swift_middleware.source import SwiftObjectSource
 
@@ -72,6 +72,11 @@ def is_filtered(resp: Response, layer: Layer) -> bool:
     return layer.pipeline_header in resp.headers
 
 
+def _preserves_bytes(applied: list[AppliedFilter]) -> bool:
+    return all(not is_sandboxed(entry.meta) and get_filter(entry.name).preserves_bytes
+               for entry in applied)
+
+
 def decoded_response(app, request: Request, resp: Response, context: FilterContext,
                      layer: Layer, conditionals: bool = True,
                      lower_etag_at: str | None = None, sandbox: Any = None) -> Response:
@@ -85,10 +90,17 @@ def decoded_response(app, request: Request, resp: Response, context: FilterConte
     """
     try:
         applied = load_pipeline(resp.headers[layer.pipeline_header])
-        size = original_size(resp.headers, layer)
+        if layer.size_header not in resp.headers and _preserves_bytes(applied):
+            # Recorded up front, without a size or ETag of its own: the stored
+            # object's are the tenant's.
+            size = int(resp.headers.get("Content-Length", 0))
+            etag = resp.headers.get("Etag", "").strip('"')
+        else:
+            size = original_size(resp.headers, layer)
+            etag = resp.headers.get(layer.etag_header, "")
         headers = {k: v for k, v in resp.headers.items()
                    if k.title() not in _STORED_ONLY and not layer.describes_stored_form(k)}
-        headers["Etag"] = resp.headers.get(layer.etag_header, "")  # unquoted, as Swift sends it
+        headers["Etag"] = etag  # unquoted, as Swift sends it
         headers["Accept-Ranges"] = "bytes"
         if request.method == "HEAD" or resp.status_int not in (200, 206):
             # HEAD, 304 and 412 carry no body: only the headers change.

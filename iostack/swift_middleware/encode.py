@@ -8,6 +8,12 @@ record, the tenant's ETag and size, and the container-update overrides. A
 client ETag that does not match, a body shorter than its Content-Length, or a
 filter that fails raise before the footers are sent, so the object servers
 never commit the object: nothing half-written becomes visible.
+
+A pipeline whose filters all preserve bytes (``FilterSpec.preserves_bytes``)
+needs none of that: ``EncodingInput(..., hash_body=False)`` runs the body
+through them without hashing, the record travels in the request headers, and
+the Content-Length, the client's ETag and the object servers' own MD5 work as
+for a plain object (``install_record``).
 """
 
 from __future__ import annotations
@@ -78,8 +84,12 @@ class EncodingInput:
     """File-like ``wsgi.input`` that yields the encoded body."""
 
     def __init__(self, request: Request, encoders: list[tuple[AppliedFilter, Encoder]],
-                 client_input=None, expected_length: int | None = None) -> None:
-        """Encode ``client_input`` (default: the request's body and its Content-Length)."""
+                 client_input=None, expected_length: int | None = None,
+                 hash_body: bool = True) -> None:
+        """Encode ``client_input`` (default: the request's body and its Content-Length).
+
+        ``hash_body=False`` skips the MD5 of the client's bytes (``md5`` is then None).
+        """
         self.request = request
         if client_input is None:
             client_input = request.environ["wsgi.input"]
@@ -87,7 +97,7 @@ class EncodingInput:
         self.client_input = client_input
         self.expected_length = expected_length
         self.encoders = encoders
-        self.md5 = BackgroundMD5()
+        self.md5 = BackgroundMD5() if hash_body else None
         self.received = 0
         stream: Iterator[bytes] = self._client_chunks()
         for _applied, encoder in encoders:
@@ -103,10 +113,12 @@ class EncodingInput:
                 if not chunk:
                     break
                 self.received += len(chunk)
-                self.md5.update(chunk)
+                if self.md5:
+                    self.md5.update(chunk)
                 yield chunk
         finally:
-            self.md5.close()
+            if self.md5:
+                self.md5.close()
         if self.expected_length is not None and self.received != self.expected_length:
             raise HTTPClientDisconnect(
                 request=self.request,
@@ -147,8 +159,23 @@ class EncodingInput:
         return data
 
     def record(self) -> list[AppliedFilter]:
-        return [AppliedFilter(applied.name, applied.params, encoder.sysmeta())
-                for applied, encoder in self.encoders]
+        return applied_record(self.encoders)
+
+
+def applied_record(encoders: list[tuple[AppliedFilter, Encoder]]) -> list[AppliedFilter]:
+    """What each encoder did, with the sysmeta it asks to keep."""
+    return [AppliedFilter(applied.name, applied.params, encoder.sysmeta())
+            for applied, encoder in encoders]
+
+
+def install_record(request: Request, encoders: list[tuple[AppliedFilter, Encoder]]) -> None:
+    """Send the record of byte-preserving filters with the request's headers.
+
+    Their sysmeta is known before the body, and the stored bytes are the
+    tenant's: no ETag, size or container-update override of our own is needed
+    (a GET finds the tenant's in Swift's own metadata).
+    """
+    request.headers[PIPELINE_HEADER] = dump_pipeline(applied_record(encoders))
 
 
 def install_footers(request: Request, body: EncodingInput, client_etag: str | None) -> None:

@@ -56,7 +56,7 @@ from iostack.filters.keys import KeyFileProvider
 from iostack.filters.registry import get_filter
 from iostack.storlet_runtime.packaging import storlet_name
 from iostack.swift_middleware.decode import decoded_response, is_filtered
-from iostack.swift_middleware.encode import EncodingInput, install_footers
+from iostack.swift_middleware.encode import EncodingInput, install_footers, install_record
 from iostack.swift_middleware.policies import reader_settings, shared_reader
 from iostack.swift_middleware.record import (
     ETAG_HEADER,
@@ -140,13 +140,24 @@ class IOStackProxyMiddleware:
         for name in [h for h in req.headers if h.title().startswith(SYSMETA_PREFIX)]:
             del req.headers[name]
         try:
-            encoders, object_filters = self._encoders(req, context)
+            encoders, object_filters, preserved = self._encoders(req, context)
         except HTTPException as error:
             return error
         if object_filters:
             req.headers[OBJECT_FILTERS_HEADER] = json.dumps(object_filters)
         if not encoders:
             return self.app
+        if preserved:
+            return self._put_preserved(req, encoders)
+        return self._put_encoded(req, encoders)
+
+    def _put_preserved(self, req: Request, encoders: list) -> Any:
+        # The stored bytes are the tenant's: Swift's own checks and ETag stand.
+        install_record(req, encoders)
+        req.environ["wsgi.input"] = EncodingInput(req, encoders, hash_body=False)
+        return req.get_response(self.app)
+
+    def _put_encoded(self, req: Request, encoders: list) -> Any:
         client_etag = req.headers.pop("Etag", None)
         body = EncodingInput(req, encoders)
         req.environ["wsgi.input"] = body
@@ -172,11 +183,13 @@ class IOStackProxyMiddleware:
                 request=req, body="IOStack: policy store unavailable, try again later",
                 content_type="text/plain") from None
         encoders, object_filters = [], []
+        preserved = True  # every encoder passes the body through unchanged
         for entry in pipeline:
             if entry.sandboxed:
                 storlet = filters[entry.filter].extra.get("storlet") or storlet_name(entry.filter)
                 encoders.append((AppliedFilter(entry.filter, entry.params, {}),
                                  SandboxedEncoder(self.sandbox, storlet, entry.params, context)))
+                preserved = False
                 continue
             try:
                 spec = get_filter(entry.filter)
@@ -195,7 +208,8 @@ class IOStackProxyMiddleware:
             secret = {p.name for p in spec.metadata.params if p.type == "secret"}
             params = {k: v for k, v in spec.validate(entry.params).items() if k not in secret}
             encoders.append((AppliedFilter(spec.name, params, {}), encoder))
-        return encoders, object_filters
+            preserved = preserved and spec.preserves_bytes
+        return encoders, object_filters, preserved
 
 
 def filter_factory(global_conf: dict[str, Any], **local_conf: Any):
