@@ -14,8 +14,9 @@ sysmeta, as footers committed atomically with the body. The proxy layer
 
 plus Swift's container-update overrides, so listings show the tenant's size
 and ETag. A record of byte-preserving filters only (``noop``) has no ETag,
-size or overrides: the stored object's are the tenant's. The object layer (``OBJECT_LAYER``) records the same three items
-under ``X-Object-Sysmeta-Iostack-Object-*`` about the bytes the object server
+size or overrides: the stored object's are the tenant's. The object layer
+(``OBJECT_LAYER``) records the same three items under
+``X-Object-Sysmeta-Iostack-Object-*`` about the bytes the object server
 received (the proxy layer's output). GET and HEAD undo exactly what the
 records say, whatever the policies say today, lower layer first. Records are
 parsed as JSON and checked field by field: object metadata is never evaluated
