@@ -31,13 +31,23 @@ What this gateway adds on top of ``StorletGatewayContainer``:
 - the storlet files copied into the scope's directory are handed to the
   sandbox user (upstream writes them ``0600`` as the server's user), and a
   re-uploaded storlet of unchanged size replaces the old one (upstream only
-  notices a size change).
+  notices a size change);
+- no SBus round trip to the daemon factory per request: upstream asks it
+  whether the storlet daemon runs before every execute. Each server process
+  remembers the daemon it last saw started or confirmed (its host pid and
+  start time, ``ScopeSandbox.find_daemon``) and, while the storlet's files
+  are unchanged, checks that very process in ``/proc`` instead (what the
+  factory itself checks, with ``waitpid``). A daemon that died, a
+  re-uploaded storlet or a torn-down sandbox take upstream's path again.
+  The factory is still asked every ``DAEMON_RECHECK`` seconds: it exits,
+  with every daemon, after 300 s without a command.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import time
 from typing import Any
 
 from storlets.gateway.common.exceptions import StorletTimeout
@@ -47,8 +57,16 @@ from storlets.sbus import SBus
 from swift.common.swob import HTTPBadRequest, HTTPServiceUnavailable
 
 from iostack.storlet_runtime.config import sandbox_config
-from iostack.storlet_runtime.sandbox import ScopeSandbox, bwrap_command, check_reachable
+from iostack.storlet_runtime.sandbox import (
+    ScopeSandbox,
+    bwrap_command,
+    check_reachable,
+    process_start_time,
+)
 from iostack.storlet_runtime.sbus_limits import SBUS_MAX_MESSAGE, execute_message_size
+
+# Well within the daemon factory's 300 s idle exit (upstream's LISTEN_TIMEOUT).
+DAEMON_RECHECK = 60.0
 
 
 def run_dir(gateway_conf: dict[str, Any]) -> str:
@@ -59,6 +77,10 @@ def run_dir(gateway_conf: dict[str, Any]) -> str:
 
 class BwrapRunTimeSandbox(RunTimeSandbox):
     """A scope's sandbox: the Storlets agent under bubblewrap."""
+
+    # Per server process: (scope, storlet main) -> the daemon's host pid, its start time,
+    # and when the daemon factory last confirmed it (time.monotonic()).
+    known_daemons: dict[tuple[str, str], tuple[int, int, float]] = {}
 
     def __init__(self, scope: str, conf: dict[str, Any], logger: Any) -> None:
         super().__init__(scope, conf, logger)
@@ -93,6 +115,20 @@ class BwrapRunTimeSandbox(RunTimeSandbox):
         )
         pid = self.process.start(argv, self.config, self.stderr_path)
         self.logger.info(f"started storlet sandbox for scope {self.scope} (pid {pid})")
+
+    def activate_storlet_daemon(self, sreq: Any, cache_updated: bool = True) -> None:
+        """Make sure the storlet's daemon runs; upstream's SBus status check only when needed."""
+        key = (self.scope, sreq.storlet_main)
+        known = self.known_daemons.pop(key, None)
+        if (known is not None and not cache_updated
+                and time.monotonic() - known[2] < DAEMON_RECHECK
+                and process_start_time(known[0]) == known[1]):
+            self.known_daemons[key] = known
+            return
+        super().activate_storlet_daemon(sreq, cache_updated)
+        daemon = self.process.find_daemon(sreq.storlet_main)
+        if daemon is not None:
+            self.known_daemons[key] = (*daemon, time.monotonic())
 
     def stop(self) -> bool:
         """Tear the scope's sandbox down by pid."""

@@ -26,6 +26,18 @@ when the Swift worker that started the sandbox exits.
 
 ``<run_dir>/<scope>.lock`` serialises starts across greenthreads and worker
 processes, so concurrent cold starts of one scope end with one sandbox.
+
+A sandbox that exits (agent idle exit, tear-down) stays a zombie of the
+worker that started it until that worker next checks, starts or stops a
+sandbox: then it is reaped (``os.waitpid`` with ``WNOHANG``). No thread waits
+for it: under eventlet's monkey-patching such a thread is a green loop that
+polls ``waitpid`` every 10 ms in every worker that ever started a sandbox.
+A zombie is never mistaken for a live sandbox (``process_start_time``).
+
+``find_daemon`` finds the host pid of a storlet daemon inside the sandbox
+(the daemon factory's child running that storlet), so the gateway can check
+that it is still alive with one read of ``/proc`` instead of asking the
+daemon factory over SBus on every request.
 """
 
 from __future__ import annotations
@@ -37,7 +49,6 @@ import json
 import os
 import signal
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,6 +61,18 @@ SANDBOX_PACKAGE_DIR = SANDBOX_LIB_DIR + "/packages"
 SANDBOX_STORLET_DIR = "/var/lib/storlets"
 SANDBOX_CHANNEL_DIR = "/mnt/channels"
 FACTORY_PIPE = SANDBOX_CHANNEL_DIR + "/factory_pipe"
+FACTORY_MODULE = "storlets.agent.daemon_factory"
+DAEMON_MODULE = "storlets.agent.daemon"
+
+# The sandboxes this process started and has not reaped yet, by pid (see the docstring).
+_unreaped: dict[int, subprocess.Popen] = {}
+
+
+def reap_exited() -> None:
+    """Reap the sandboxes this process started that have exited (never blocks)."""
+    for pid, proc in list(_unreaped.items()):
+        if proc.poll() is not None:
+            del _unreaped[pid]
 
 
 class SandboxStartError(RuntimeError):
@@ -101,7 +124,7 @@ def bwrap_command(cfg: SandboxConfig, scope: str, host_pipe_dir: str,
         "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
         "--chdir", "/tmp",
     ]
-    agent = [cfg.python, "-m", "storlets.agent.daemon_factory", FACTORY_PIPE, log_level,
+    agent = [cfg.python, "-m", FACTORY_MODULE, FACTORY_PIPE, log_level,
              container_name]
     return limits + isolation + filesystem + environment + ["--"] + agent
 
@@ -138,6 +161,23 @@ def process_start_time(pid: int) -> int | None:
     if fields[0] == "Z":
         return None
     return int(fields[19])
+
+
+def _children(pid: int) -> list[int]:
+    children = []
+    with contextlib.suppress(OSError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children", encoding="ascii") as f:
+                children += [int(child) for child in f.read().split()]
+    return children
+
+
+def _argv(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().decode(errors="replace").split("\0")
+    except OSError:
+        return []
 
 
 class ScopeSandbox:
@@ -177,10 +217,36 @@ class ScopeSandbox:
             pid, started = int(record["pid"]), int(record["start_time"])
         except (OSError, ValueError, KeyError, TypeError):
             return None
+        reap_exited()
         return pid if process_start_time(pid) == started else None
+
+    def find_daemon(self, storlet_main: str) -> tuple[int, int] | None:
+        """Host pid and start time of the storlet daemon running ``storlet_main``, if any.
+
+        It is the daemon factory's child whose command line is the storlet
+        daemon's for that storlet; its own children (one per request) have
+        the same command line but another parent.
+        """
+        pid = self.running_pid()
+        if pid is None:
+            return None
+        pending = [pid]
+        while pending:
+            parent = pending.pop()
+            children = _children(parent)
+            if FACTORY_MODULE in _argv(parent)[:3]:
+                for child in children:
+                    argv = _argv(child)
+                    if DAEMON_MODULE in argv[:3] and storlet_main in argv[3:4]:
+                        started = process_start_time(child)
+                        return None if started is None else (child, started)
+                return None
+            pending += children
+        return None
 
     def start(self, argv: list[str], cfg: SandboxConfig, stderr_path: str | Path) -> int:
         """Start the sandbox (caller holds the lock and has stopped any previous one)."""
+        reap_exited()
         for exe in (argv[0], cfg.bwrap_path, cfg.libsbus_path):
             if not os.path.exists(exe):
                 raise SandboxStartError(
@@ -199,8 +265,7 @@ class ScopeSandbox:
         tmp = self.record_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(record))
         tmp.replace(self.record_path)
-        # Reap it whenever it exits (agent idle exit, tear-down); green under eventlet.
-        threading.Thread(target=proc.wait, name=f"reap-sandbox-{self.scope}", daemon=True).start()
+        _unreaped[proc.pid] = proc
         return proc.pid
 
     def stop(self, timeout: float = 5.0) -> bool:
@@ -218,4 +283,5 @@ class ScopeSandbox:
         deadline = time.monotonic() + timeout
         while process_start_time(pid) is not None and time.monotonic() < deadline:
             time.sleep(0.02)
+        reap_exited()
         return True

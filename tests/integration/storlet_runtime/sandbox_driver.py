@@ -9,6 +9,12 @@ sandbox's parent, if it started it) alive for HOLD seconds.
 ``python sandbox_driver.py invoke HOST_ROOT SCOPE STORLET.py CONF_JSON``: run
 the storlet once through the gateway (no Swift) on a small input and print
 JSON: status ``ok`` with the output, or the error, and the elapsed seconds.
+
+``python sandbox_driver.py serve HOST_ROOT SCOPE STORLET.py``: like a server
+process, keep one process and run the storlet once per line read from stdin
+(the line is the storlet's ``X-Timestamp``: a newer one is a re-upload);
+each result also counts the status checks the gateway sent the daemon factory.
+``DAEMON_RECHECK`` is 2 s here.
 """
 
 import json
@@ -21,8 +27,11 @@ import eventlet
 from storlets.gateway.common.file_manager import FileManager
 from storlets.gateway.common.stob import StorletData
 
+from iostack.storlet_runtime import gateway as bwrap_gateway
 from iostack.storlet_runtime.deploy import check_python_storlet
 from iostack.storlet_runtime.gateway import BwrapRunTimeSandbox, BwrapStorletGateway
+
+CONF = {"sandbox_ping_interval": "0.05", "storlet_daemon_factory_debug_level": "ERROR"}
 
 
 class LocalFiles(FileManager):
@@ -41,16 +50,15 @@ class LocalFiles(FileManager):
         pass
 
 
-def invoke(host_root: str, scope: str, storlet_path: str, conf_json: str) -> None:
-    path = Path(storlet_path)
-    conf = {"host_root": host_root, "sandbox_ping_interval": "0.05",
-            "storlet_daemon_factory_debug_level": "ERROR", **json.loads(conf_json)}
+def invoke_once(host_root: str, scope: str, path: Path, conf: dict[str, str],
+                timestamp: str = "1") -> dict:
     storlet = check_python_storlet(path.name, path.read_bytes())
-    gateway = BwrapStorletGateway(conf, logging.getLogger("driver"), scope)
+    gateway = BwrapStorletGateway({"host_root": host_root, **CONF, **conf},
+                                  logging.getLogger("driver"), scope)
     request = BwrapStorletGateway.request_class(
         path.name, {}, StorletData({}, data_iter=iter([b"input"])),
         options={"storlet_main": storlet.main, "storlet_language": "python",
-                 "file_manager": LocalFiles(path), "storlet_x_timestamp": "1",
+                 "file_manager": LocalFiles(path), "storlet_x_timestamp": timestamp,
                  "storlet_content_length": str(path.stat().st_size)})
     start = time.monotonic()
     try:
@@ -59,16 +67,39 @@ def invoke(host_root: str, scope: str, storlet_path: str, conf_json: str) -> Non
     except Exception as exc:  # report any failure to the test
         body = getattr(exc, "body", b"").decode()  # swob errors carry their message there
         result = {"status": "error", "error": f"{type(exc).__name__}: {exc} {body}"}
-    print(json.dumps(result | {"seconds": time.monotonic() - start}), flush=True)
+    return result | {"seconds": time.monotonic() - start}
+
+
+def invoke(host_root: str, scope: str, storlet_path: str, conf_json: str) -> None:
+    result = invoke_once(host_root, scope, Path(storlet_path), json.loads(conf_json))
+    print(json.dumps(result), flush=True)
+
+
+def serve(host_root: str, scope: str, storlet_path: str) -> None:
+    bwrap_gateway.DAEMON_RECHECK = 2.0
+    checks = []
+    real_status = BwrapRunTimeSandbox._get_storlet_daemon_status
+
+    def counting_status(self, storlet_id):
+        checks.append(storlet_id)
+        return real_status(self, storlet_id)
+
+    BwrapRunTimeSandbox._get_storlet_daemon_status = counting_status
+    for line in sys.stdin:
+        checks.clear()
+        result = invoke_once(host_root, scope, Path(storlet_path), {}, line.strip())
+        print(json.dumps(result | {"status_checks": len(checks)}), flush=True)
 
 
 def main() -> None:
     if sys.argv[1] == "invoke":
         invoke(*sys.argv[2:6])
         return
+    if sys.argv[1] == "serve":
+        serve(*sys.argv[2:5])
+        return
     host_root, scope, threads, start_at, hold = sys.argv[1:6]
-    conf = {"host_root": host_root, "sandbox_ping_interval": "0.05",
-            "storlet_daemon_factory_debug_level": "ERROR"}
+    conf = {"host_root": host_root, **CONF}
     starts = []
     real_restart = BwrapRunTimeSandbox._restart
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -138,3 +139,64 @@ def test_request_timeout_tears_the_sandbox_down(host_root, tmp_path):
     assert 3 <= result["seconds"] < 20
     assert ScopeSandbox(host_root / "sandboxes", scope).running_pid() is None
     assert scope_processes(f"{scope}_{scope}") == []
+
+
+ECHO = b"""VERSION = b"%s"
+
+
+class Echo:
+    def __init__(self, logger):
+        self.logger = logger
+
+    def __call__(self, in_files, out_files, params):
+        out_files[0].set_metadata({})
+        out_files[0].write(VERSION + b":" + in_files[0].read())
+        out_files[0].close()
+        in_files[0].close()
+"""
+
+
+def storlet_daemons(scope: str) -> list[int]:
+    """Pids of the scope's storlet daemons (and their per-request children), not the factory."""
+    return [pid for pid in scope_processes(f"{scope}_{scope}")
+            if b"storlets.agent.daemon\0" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+
+
+def test_warm_requests_skip_the_factory_until_the_daemon_dies_or_changes(host_root, tmp_path):
+    """One server process: the status round trip happens on the first request, after the
+    daemon died, after a re-upload and every DAEMON_RECHECK (2 s here), not otherwise."""
+    storlet = tmp_path / "echo.py"
+    storlet.write_bytes(ECHO % b"v1")
+    scope = "w" + uuid.uuid4().hex[:8]
+    server = subprocess.Popen(  # noqa: S603 - fixed argv
+        [sys.executable, str(DRIVER), "serve", str(host_root), scope, str(storlet)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def request(timestamp: str = "1") -> dict:
+        server.stdin.write(timestamp + "\n")
+        server.stdin.flush()
+        result = json.loads(server.stdout.readline())
+        assert result["status"] == "ok", result
+        return result
+
+    try:
+        assert request()["status_checks"] == 1  # cold: sandbox and daemon start
+        warm = request()
+        assert warm["body"] == "v1:input" and warm["status_checks"] == 0
+
+        for pid in storlet_daemons(scope):
+            os.kill(pid, signal.SIGKILL)
+        revived = request()  # the dead daemon is noticed, the factory asked, a new one started
+        assert revived["body"] == "v1:input" and revived["status_checks"] == 1
+        assert request()["status_checks"] == 0
+
+        storlet.write_bytes(ECHO % b"v2")  # same size, newer upload
+        reuploaded = request(str(time.time() + 1))
+        assert reuploaded["body"] == "v2:input" and reuploaded["status_checks"] == 1
+
+        time.sleep(2.1)
+        assert request()["status_checks"] == 1  # the factory is asked again now and then
+    finally:
+        server.kill()
+        server.wait()
+        ScopeSandbox(host_root / "sandboxes", scope).stop()

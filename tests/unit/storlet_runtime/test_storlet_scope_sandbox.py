@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import shutil
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
+from iostack.storlet_runtime.config import SandboxConfig
 from iostack.storlet_runtime.sandbox import (
     SandboxStartError,
     ScopeSandbox,
@@ -48,7 +52,7 @@ def test_a_recycled_pid_is_never_signalled(tmp_path, sleeper):
 def test_stop_kills_by_pid(tmp_path, sleeper):
     sandbox = ScopeSandbox(tmp_path, "t1")
     record(sandbox, sleeper.pid, process_start_time(sleeper.pid))
-    threading.Thread(target=sleeper.wait, daemon=True).start()  # reap, as the gateway does
+    threading.Thread(target=sleeper.wait, daemon=True).start()  # the test's own child: reap it
     assert sandbox.stop() is True
     assert sleeper.wait(5) == -9
     assert sandbox.running_pid() is None
@@ -74,3 +78,36 @@ def test_lock_is_exclusive_and_times_out(tmp_path):
             pass
     with second.lock(0.2):  # released on exit
         pass
+
+
+@pytest.fixture
+def fake_cfg() -> SandboxConfig:
+    """A config whose 'bwrap' and 'libsbus.so' exist: ``start`` runs any argv with it."""
+    sleep = shutil.which("sleep")
+    return dataclasses.replace(SandboxConfig.from_gateway_conf({}), bwrap_path=sleep,
+                               libsbus_path=sleep, uid=None, gid=None)
+
+
+def is_zombie(pid: int) -> bool:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def test_a_sandbox_that_exits_is_reaped_by_the_next_check_not_by_a_thread(tmp_path, fake_cfg):
+    sandbox = ScopeSandbox(tmp_path, "t1")
+    threads = threading.active_count()
+    pid = sandbox.start([fake_cfg.bwrap_path, "0.1"], fake_cfg, tmp_path / "err.log")
+    assert threading.active_count() == threads  # nothing polls for it meanwhile
+    deadline = time.monotonic() + 5
+    while not is_zombie(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert is_zombie(pid)  # exited, and nobody waited for it yet
+    assert sandbox.running_pid() is None
+    assert not Path(f"/proc/{pid}").exists()  # reaped by that check
+
+
+def test_stop_reaps_the_sandbox_it_kills(tmp_path, fake_cfg):
+    sandbox = ScopeSandbox(tmp_path, "t1")
+    pid = sandbox.start([fake_cfg.bwrap_path, "60"], fake_cfg, tmp_path / "err.log")
+    assert sandbox.running_pid() == pid
+    assert sandbox.stop() is True
+    assert not Path(f"/proc/{pid}").exists()
