@@ -1,6 +1,7 @@
 """IOStack's data path against plain Swift, measured side by side in one run.
 
     .venv/bin/python bench/datapath.py [--repeat 3] [--seconds 1] [--quick]
+                                       [--data redundant,logs,random] [--clients 1,4]
 
 Configurations, each on its own container, run in alternation within every
 repetition so that noise hits them alike:
@@ -9,11 +10,14 @@ repetition so that noise hits them alike:
 - ``no-policy``  the IOStack proxy, no policy matches
 - ``noop``, ``gzip``, ``zstd``, ``encryption``   policies on the container
 
-on realistic access logs and on random bytes, 1 MiB and 10 MiB objects, PUT
-and GET, 1 and 4 clients. Prints, as medians over repetitions, the ratio of
-each configuration's throughput to ``plain`` measured in the same repetition,
-server CPU seconds per GB moved (proxy + storage servers), and stored bytes
-per byte written.
+on three bodies (``bench/common.py``): ``redundant`` log-like text (templated
+lines, a few values per field: the issue's "highly redundant" data), realistic
+access ``logs`` (the same with a unique transaction id and sub-second stamp
+per line, as real proxy logs have: harder to compress) and ``random`` bytes;
+1 MiB and 10 MiB objects, PUT and GET, 1 and 4 clients. Prints, as medians
+over repetitions, the ratio of each configuration's throughput to ``plain``
+measured in the same repetition, server CPU seconds per GB moved (proxy +
+storage servers), and stored bytes per byte written.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from common import (
+    CORPORA,
     Client,
     Policies,
     auth,
@@ -78,10 +83,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=1.0)
-    parser.add_argument("--quick", action="store_true", help="10 MiB only, 1 client")
+    parser.add_argument("--quick", action="store_true",
+                        help="10 MiB only, 1 client (unless --clients says otherwise)")
+    parser.add_argument("--clients", help="comma-separated client counts (default 1,4)")
+    parser.add_argument("--data", default=",".join(CORPORA),
+                        help=f"comma-separated bodies, of {', '.join(CORPORA)}")
     args = parser.parse_args()
+    kinds = args.data.split(",")
+    if not set(kinds) <= set(CORPORA):
+        parser.error(f"--data: unknown body in {args.data!r}")
     sizes = [10 << 20] if args.quick else [1 << 20, 10 << 20]
-    client_counts = [1] if args.quick else [1, 4]
+    client_counts = ([int(n) for n in args.clients.split(",")] if args.clients
+                     else [1] if args.quick else [1, 4])
 
     with stack() as info:
         storage_url, token = auth(info, "t1")
@@ -102,7 +115,7 @@ def main() -> None:
             setup.close()
             pgids = server_pgids(info)
             rows = []
-            for kind in ("logs", "random"):
+            for kind in kinds:
                 for size in sizes:
                     body = body_of(size, kind)
                     prefix = f"{kind}-{size}"
@@ -121,14 +134,14 @@ def main() -> None:
             print("Server CPU seconds per GB moved (proxy + storage servers)")
             print_table(("data", "size", "op", "clients", *CONFIGS), [r[1] for r in rows])
             print()
-            print("Stored bytes per byte written")
+            print("Stored bytes, % of the bytes written")
             stored_rows = []
-            for kind in ("logs", "random"):
+            for kind in kinds:
                 for size in sizes:
                     names = [f"{kind}-{size}-0-{n}" for n in range(3)]
-                    stored_rows.append((kind, human_size(size), *[
-                        stored_bytes(info, account, containers[c], names) / (3 * size)
-                        for c in CONFIGS]))
+                    percents = [100 * stored_bytes(info, account, containers[c], names) / (3 * size)
+                                for c in CONFIGS]
+                    stored_rows.append((kind, human_size(size), *[f"{p:.2f}" for p in percents]))
             print_table(("data", "size", *CONFIGS), stored_rows)
         finally:
             policies.remove_all()
