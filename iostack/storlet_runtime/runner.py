@@ -15,6 +15,13 @@ request and hands it to the ``bwrap`` gateway with the same gateway config as
 the middleware (same scope, same sandbox). Errors are the gateway's: ``400``
 (message too large), ``503`` (timeout), ``StorletRuntimeException``.
 
+The registration is read at most once per ``REGISTRATION_TTL`` (1 s) per
+storlet and runner (one per proxy worker), not on every call: reading it
+builds Swift's internal client and makes a HEAD. So a re-uploaded (or
+deleted) storlet takes effect on the data path within a second, as a policy
+change does; the storlet's code itself is compared with the registration on
+every call, by the gateway.
+
 Importing this module monkey-patches the process with eventlet (Storlets'
 runtime does it on import): fine in a Swift server, which already is.
 """
@@ -22,6 +29,7 @@ runtime does it on import): fine in a Swift server, which already is.
 from __future__ import annotations
 
 import configparser
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -39,6 +47,7 @@ from iostack.storlet_runtime.swift_conf import (
 )
 
 META = "x-object-meta-storlet-"
+REGISTRATION_TTL = 1.0
 
 
 def storlets_scope(account: str, reseller_prefix: str = "AUTH") -> str:
@@ -55,6 +64,21 @@ class SandboxRunner:
         self.ic_conf = str(internal_client_conf_path(Path(swift_dir)))
         self.logger = logger
         self.reseller_prefix = reseller_prefix
+        # (account, storlet) -> (read until, registration); see the module docstring.
+        self._registrations: dict[tuple[str, str], tuple[float, dict[str, str]]] = {}
+
+    def _registration(self, files: SwiftFileManager, account: str, storlet: str) -> dict[str, str]:
+        """The storlet object's metadata, read again once it is ``REGISTRATION_TTL`` old."""
+        now = time.monotonic()
+        fresh_until, registration = self._registrations.get((account, storlet), (0.0, {}))
+        if now < fresh_until:
+            return registration
+        registration = files.client.get_object_metadata(account, STORLET_CONTAINER, storlet)
+        # Keep only what is still fresh, so the map never outgrows the last second's storlets.
+        self._registrations = {key: entry for key, entry in self._registrations.items()
+                               if entry[0] > now}
+        self._registrations[account, storlet] = (now + REGISTRATION_TTL, registration)
+        return registration
 
     def run(self, account: str, storlet: str, params: dict[str, str],
             data_iter: Iterable[bytes], metadata: dict[str, str] | None = None,
@@ -62,7 +86,7 @@ class SandboxRunner:
         """Run ``storlet`` of ``account`` on ``data_iter``; return its metadata and output."""
         files = SwiftFileManager(account, STORLET_CONTAINER, DEPENDENCY_CONTAINER,
                                  LOG_CONTAINER, self.ic_conf, self.logger)
-        registration = files.client.get_object_metadata(account, STORLET_CONTAINER, storlet)
+        registration = self._registration(files, account, storlet)
         options = {
             "storlet_main": registration[META + "main"],
             "storlet_language": registration[META + "language"],

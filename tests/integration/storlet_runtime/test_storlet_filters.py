@@ -135,14 +135,23 @@ def test_tenant_cannot_run_a_storlet_of_another_account(tenant_for, storlet_tena
     assert resp.content != b"t2 data"
 
 
-def test_runner_drives_a_sandboxed_filter_from_inside_a_middleware(aio, custom_zlib):
-    """SandboxRunner: what the IOStack middleware calls to run a filter at the proxy stage."""
+def run_runner_driver(*args: str) -> dict:
     done = subprocess.run(  # noqa: S603 - fixed argv
-        [sys.executable, str(HERE / "runner_driver.py"), aio["swift_dir"], "AUTH_t1",
-         packaging.storlet_name(custom_zlib)],
+        [sys.executable, str(HERE / "runner_driver.py"), *args],
         capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_runner_drives_a_sandboxed_filter_from_inside_a_middleware(aio, custom_zlib):
+    """SandboxRunner: what the IOStack middleware calls to run a filter at the proxy stage."""
+    result = run_runner_driver(aio["swift_dir"], "AUTH_t1", packaging.storlet_name(custom_zlib))
     assert result["stored"] < result["original"] // 4
     assert result["sysmeta"] == {"len": str(result["original"])}
     assert result["whole_ok"] and result["part_ok"]
+
+
+def test_runner_reads_a_registration_at_most_once_a_second(aio, custom_zlib):
+    result = run_runner_driver("reads", aio["swift_dir"], "AUTH_t1",
+                               packaging.storlet_name(custom_zlib))
+    assert result["reads"] == [1, 1]  # three calls within a second read it once; later, again
