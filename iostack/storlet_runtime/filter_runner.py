@@ -66,8 +66,9 @@ class FdSource:
             self._spool = None
         except OSError:  # a pipe (the proxy streams the object in): keep a seekable copy
             self._spool = tempfile.TemporaryFile(dir="/tmp")  # noqa: S108 - the sandbox's own
+            _widen_pipe(fd)  # the server's writes block less, and each read takes more
             with os.fdopen(os.dup(fd), "rb") as stream:
-                shutil.copyfileobj(stream, self._spool, CHUNK)
+                shutil.copyfileobj(stream, self._spool, OUT_CHUNK)
             self._spool.flush()
             self.fd = self._spool.fileno()
             self.length = os.lseek(self.fd, 0, os.SEEK_END)

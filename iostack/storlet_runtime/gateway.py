@@ -40,7 +40,11 @@ What this gateway adds on top of ``StorletGatewayContainer``:
   factory itself checks, with ``waitpid``). A daemon that died, a
   re-uploaded storlet or a torn-down sandbox take upstream's path again.
   The factory is still asked every ``DAEMON_RECHECK`` seconds: it exits,
-  with every daemon, after 300 s without a command.
+  with every daemon, after 300 s without a command;
+- the storlet's output is read in pieces of up to ``OUTPUT_READ`` (1 MiB, the
+  size of the pipe the packaged filters write into) instead of upstream's
+  64 KiB: each piece costs a green ``select``, a timer and a green read in
+  the server's one event loop, which dominated a 10 MiB GET.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ import time
 from typing import Any
 
 from storlets.gateway.common.exceptions import StorletTimeout
+from storlets.gateway.common.stob import FileDescriptorIterator, StorletData, StorletResponse
 from storlets.gateway.gateways.container.gateway import StorletGatewayContainer
 from storlets.gateway.gateways.container.runtime import RunTimeSandbox
 from storlets.sbus import SBus
@@ -67,6 +72,8 @@ from iostack.storlet_runtime.sbus_limits import SBUS_MAX_MESSAGE, execute_messag
 
 # Well within the daemon factory's 300 s idle exit (upstream's LISTEN_TIMEOUT).
 DAEMON_RECHECK = 60.0
+# As filter_runner.OUT_CHUNK (not imported: that module loads the filter library).
+OUTPUT_READ = 1 << 20
 
 
 def run_dir(gateway_conf: dict[str, Any]) -> str:
@@ -136,6 +143,21 @@ class BwrapRunTimeSandbox(RunTimeSandbox):
             return self.process.stop(self.sandbox_stop_timeout)
 
 
+class WideFileDescriptorIterator(FileDescriptorIterator):
+    """Upstream's iterator over the storlet's output (same timeout and cancel), wider reads."""
+
+    def __next__(self) -> bytes:
+        return self.next(OUTPUT_READ)
+
+
+class WideStorletData(StorletData):
+    @property
+    def data_iter(self) -> WideFileDescriptorIterator:
+        if self._data_iter is None:
+            self._data_iter = WideFileDescriptorIterator(self.data_fd, self.timeout, self.cancel)
+        return self._data_iter
+
+
 class BwrapStorletGateway(StorletGatewayContainer):
     sandbox = BwrapRunTimeSandbox
 
@@ -150,7 +172,7 @@ class BwrapStorletGateway(StorletGatewayContainer):
                 body=(f"Storlet parameters and object metadata too large: the request "
                       f"needs {size} bytes, at most {SBUS_MAX_MESSAGE} fit.\n").encode())
         try:
-            return super().invocation_flow(sreq)
+            output = super().invocation_flow(sreq).data
         except StorletTimeout:
             self.logger.warning(f"storlet {sreq.storlet_main} timed out in scope {self.scope}; "
                                 "tearing its sandbox down")
@@ -159,6 +181,8 @@ class BwrapStorletGateway(StorletGatewayContainer):
             raise HTTPServiceUnavailable(body=(
                 f"Storlet {sreq.storlet_id} did not answer within {self.storlet_timeout:g} s "
                 "and was stopped.\n").encode()) from None
+        return StorletResponse(WideStorletData(output.user_metadata, data_fd=output.data_fd,
+                                               timeout=output.timeout, cancel=output.cancel))
 
     def update_container_from_cache(self, sreq: Any) -> bool:
         updated = super().update_container_from_cache(sreq)

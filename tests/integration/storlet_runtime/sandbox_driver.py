@@ -8,7 +8,8 @@ sandbox's parent, if it started it) alive for HOLD seconds.
 
 ``python sandbox_driver.py invoke HOST_ROOT SCOPE STORLET.py CONF_JSON``: run
 the storlet once through the gateway (no Swift) on a small input and print
-JSON: status ``ok`` with the output, or the error, and the elapsed seconds.
+JSON: status ``ok`` with the output (and its largest piece as the server
+would read it), or the error, and the elapsed seconds.
 
 ``python sandbox_driver.py serve HOST_ROOT SCOPE STORLET.py``: like a server
 process, keep one process and run the storlet once per line read from stdin
@@ -63,7 +64,9 @@ def invoke_once(host_root: str, scope: str, path: Path, conf: dict[str, str],
     start = time.monotonic()
     try:
         response = gateway.invocation_flow(request)
-        result = {"status": "ok", "body": b"".join(response.data.data_iter).decode()}
+        pieces = list(response.data.data_iter)
+        result = {"status": "ok", "body": b"".join(pieces).decode(),
+                  "largest_piece": max(map(len, pieces), default=0)}
     except Exception as exc:  # report any failure to the test
         body = getattr(exc, "body", b"").decode()  # swob errors carry their message there
         result = {"status": "error", "error": f"{type(exc).__name__}: {exc} {body}"}

@@ -19,7 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from iostack.storlet_runtime.sandbox import SandboxStartError, ScopeSandbox, check_reachable
+from iostack.storlet_runtime.sandbox import (
+    SandboxStartError,
+    ScopeSandbox,
+    check_reachable,
+    process_start_time,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -141,6 +146,34 @@ def test_request_timeout_tears_the_sandbox_down(host_root, tmp_path):
     assert scope_processes(f"{scope}_{scope}") == []
 
 
+WIDE = b"""import fcntl
+
+
+class Wide:
+    def __init__(self, logger):
+        pass
+
+    def __call__(self, in_files, out_files, params):
+        out_files[0].set_metadata({})
+        fcntl.fcntl(out_files[0].fileno(), fcntl.F_SETPIPE_SZ, 1 << 20)
+        for _ in range(4):
+            out_files[0].write(b"x" * (1 << 20))
+        out_files[0].close()
+"""
+
+
+def test_the_server_reads_the_output_in_pieces_wider_than_64k(host_root, tmp_path):
+    storlet = tmp_path / "wide.py"
+    storlet.write_bytes(WIDE)
+    scope = "wid" + uuid.uuid4().hex[:8]
+    try:
+        result = invoke(host_root, scope, storlet, {})
+    finally:
+        ScopeSandbox(host_root / "sandboxes", scope).stop()
+    assert result["status"] == "ok" and result["body"] == "x" * (4 << 20)
+    assert 64 << 10 < result["largest_piece"] <= 1 << 20
+
+
 ECHO = b"""VERSION = b"%s"
 
 
@@ -184,8 +217,12 @@ def test_warm_requests_skip_the_factory_until_the_daemon_dies_or_changes(host_ro
         warm = request()
         assert warm["body"] == "v1:input" and warm["status_checks"] == 0
 
-        for pid in storlet_daemons(scope):
+        daemons = storlet_daemons(scope)
+        for pid in daemons:
             os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 5  # dead (a zombie until the factory reaps it)
+        while any(process_start_time(pid) for pid in daemons) and time.monotonic() < deadline:
+            time.sleep(0.02)
         revived = request()  # the dead daemon is noticed, the factory asked, a new one started
         assert revived["body"] == "v1:input" and revived["status_checks"] == 1
         assert request()["status_checks"] == 0
