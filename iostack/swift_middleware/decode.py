@@ -19,6 +19,7 @@ from iostack.filters.base import ByteSource, FilterContext
 from iostack.filters.errors import FilterError
 from iostack.filters.registry import get_filter
 from iostack.swift_middleware.record import AppliedFilter, Layer, load_pipeline, original_size
+from iostack.swift_middleware.sandbox_on_object import ObjectNodeSandboxedView
 from iostack.swift_middleware.sandboxed import SandboxedView, is_sandboxed
 from iostack.swift_middleware.source import SwiftObjectSource
 
@@ -79,14 +80,17 @@ def _preserves_bytes(applied: list[AppliedFilter]) -> bool:
 
 def decoded_response(app, request: Request, resp: Response, context: FilterContext,
                      layer: Layer, conditionals: bool = True,
-                     lower_etag_at: str | None = None, sandbox: Any = None) -> Response:
+                     lower_etag_at: str | None = None, sandbox: Any = None,
+                     sandbox_on_object: bool = False) -> Response:
     """Rebuild a backend GET/HEAD response of an object ``layer`` filtered.
 
     ``conditionals=False`` leaves ``If-*`` headers to whoever already
     evaluated them (the object server, against the tenant's ETag) and lets the
     rebuilt response answer only ``Range``. ``lower_etag_at`` names the sysmeta
     where a layer below keeps the ETag of what it presents (for pinning reads).
-    ``sandbox`` (a ``SandboxRunner``) decodes filters that ran in the sandbox.
+    ``sandbox`` (a ``SandboxRunner``) decodes filters that ran in the sandbox;
+    with ``sandbox_on_object`` the one that ran last on PUT is decoded by the
+    object servers instead (``sandbox_on_object`` module).
     """
     try:
         applied = load_pipeline(resp.headers[layer.pipeline_header])
@@ -119,6 +123,8 @@ def decoded_response(app, request: Request, resp: Response, context: FilterConte
                 view = get_filter(entry.name).open_view(view, entry.meta, context)
             elif sandbox is None:
                 raise FilterError(f"{entry.name} ran in the sandbox, which this server lacks")
+            elif sandbox_on_object and view is source:
+                view = ObjectNodeSandboxedView(sandbox, source, entry.meta, context)
             else:
                 view = SandboxedView(sandbox, view, entry.meta, context)
         if view.length != size:

@@ -20,13 +20,17 @@ Configuration (``[filter:iostack]`` in proxy-server.conf)::
     key_file = /etc/iostack/root.key       # root secret for the encryption filter
     policy_cache_size = 10000              # cached policy lookups
     policy_cache_max_age = 30              # seconds; pub/sub normally invalidates sooner
+    sandboxed_decode_stage = object        # or proxy: where GETs undo sandboxed filters
 
 Stages: filters staged ``ON PROXY`` (the default) run here; those staged
 ``ON OBJECT`` are checked here and handed to the object servers' middleware
 (``iostack.swift_middleware.object``) in a backend header. Sandboxed filters
 (uploaded code, ``extra.runtime == "storlet"``) run in the tenant's Storlets
 sandbox, called from here on PUT and GET (``sandboxed``), in pipeline order
-among native ones; ``swift_dir`` locates the Storlets gateway config.
+among native ones; ``swift_dir`` locates the Storlets gateway config. On GET
+the sandboxed filter nearest the stored bytes is undone at the object servers,
+as Storlets runs GET storlets (``sandbox_on_object``), unless
+``sandboxed_decode_stage = proxy``.
 """
 
 from __future__ import annotations
@@ -67,6 +71,7 @@ from iostack.swift_middleware.record import (
     TENANT_LAYER,
     AppliedFilter,
 )
+from iostack.swift_middleware.sandbox_on_object import STAGES as SANDBOXED_DECODE_STAGES
 from iostack.swift_middleware.sandboxed import SandboxedEncoder
 
 LOG = logging.getLogger(__name__)
@@ -86,6 +91,10 @@ class IOStackProxyMiddleware:
         self.swift_dir = conf.get("swift_dir", "/etc/swift")
         self.logger = get_logger(conf, log_route="iostack")
         self._sandbox = None
+        self.sandboxed_decode_stage = conf.get("sandboxed_decode_stage", "object")
+        if self.sandboxed_decode_stage not in SANDBOXED_DECODE_STAGES:
+            raise ValueError(f"sandboxed_decode_stage must be one of {SANDBOXED_DECODE_STAGES}, "
+                             f"not {self.sandboxed_decode_stage!r}")
         self.keys: KeyProvider | None = (
             KeyFileProvider(conf["key_file"]) if conf.get("key_file") else None)
 
@@ -127,7 +136,8 @@ class IOStackProxyMiddleware:
             return resp
         return decoded_response(self.app, req, resp, context, TENANT_LAYER,
                                 lower_etag_at=OBJECT_LAYER.etag_header,
-                                sandbox=self._sandbox_if_needed(resp))
+                                sandbox=self._sandbox_if_needed(resp),
+                                sandbox_on_object=self.sandboxed_decode_stage == "object")
 
     def _sandbox_if_needed(self, resp):
         return self.sandbox if '"iostack.runtime":"storlet"' in resp.headers.get(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from swift.common.swob import Request, wsgi_quote
+from swift.common.swob import Request, Response, wsgi_quote
 from swift.common.utils import close_if_possible
 from swift.common.wsgi import make_subrequest
 
@@ -75,12 +75,12 @@ class SwiftObjectSource:
             self._body_pos += take
             yield chunk
 
-    def _read_ranged(self, start: int, end: int) -> Iterator[bytes]:
+    def pinned_get(self, headers: dict[str, str]) -> Response:
+        """A GET sub-request of this object version with ``headers``; a 2xx response."""
         self.subrequests += 1
         sub = make_subrequest(
             self.request.environ, method="GET", path=wsgi_quote(self.request.path_info),
-            headers={"Range": f"bytes={start}-{end - 1}", **self.pin},
-            swift_source=SWIFT_SOURCE,
+            headers={**headers, **self.pin}, swift_source=SWIFT_SOURCE,
         )
         resp = sub.get_response(self.app)
         if resp.status_int == 412:
@@ -88,7 +88,11 @@ class SwiftObjectSource:
             raise ObjectChanged("the object was overwritten during the read")
         if resp.status_int not in (200, 206):
             close_if_possible(resp.app_iter)
-            raise IntegrityError(f"ranged read of stored bytes failed: {resp.status}")
+            raise IntegrityError(f"read of stored bytes failed: {resp.status}")
+        return resp
+
+    def _read_ranged(self, start: int, end: int) -> Iterator[bytes]:
+        resp = self.pinned_get({"Range": f"bytes={start}-{end - 1}"})
         offset = start if resp.status_int == 206 else 0
         try:
             for chunk in resp.app_iter:

@@ -1,0 +1,99 @@
+"""Sandboxed filters undone where the object lives: at the object servers.
+
+Storlets runs a GET's storlet on the object node by default: the storlet reads
+the object's file directly and only its output crosses the network. The proxy
+middleware does the same for the filter of a record that ran in the sandbox
+last on PUT (so it is the first to undo, over the stored bytes themselves):
+each read of its view is a GET sub-request pinned to the stored version that
+carries ``X-Run-Storlet``, the storlet's registration (as Storlets' proxy
+handler would add it) and the range to decode. The object servers'
+``storlet_handler`` runs the storlet in the tenant's sandbox on the local
+file and streams the decoded range back.
+
+Storlets answers a storlet it ran without ``Content-Length`` (the output's
+length is unknown to it); an object server that declined (erasure-coded
+objects, ``storlet_execute_on_proxy``) returns the stored object with its
+length, and the read falls back to the proxy's sandbox
+(``sandboxed.SandboxedView``). Filters with native filters below them in the
+stored form always run at the proxy: the object servers hold bytes they
+cannot decode.
+
+Proxy config: ``sandboxed_decode_stage = object`` (default) or ``proxy``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from swift.common.swob import wsgi_quote
+from swift.common.utils import close_if_possible
+from swift.common.wsgi import make_subrequest
+
+from iostack.filters.base import FilterContext, check_range
+from iostack.filters.errors import FilterError
+from iostack.storlet_runtime.packaging import storlet_headers
+from iostack.storlet_runtime.swift_conf import STORLET_CONTAINER
+from iostack.swift_middleware.sandboxed import SandboxedView
+from iostack.swift_middleware.source import SWIFT_SOURCE, SwiftObjectSource
+
+STAGES = ("object", "proxy")
+_REGISTRATION_PREFIX = "X-Object-Meta-Storlet-"
+
+
+class ObjectNodeSandboxedView(SandboxedView):
+    """A sandboxed filter's view over the stored object, decoded by the object servers."""
+
+    def __init__(self, runner: Any, source: SwiftObjectSource, sysmeta: dict[str, str],
+                 context: FilterContext) -> None:
+        super().__init__(runner, source, sysmeta, context)
+        self.source = source
+        # The backend response's body (the stored bytes) is not needed here;
+        # a fallback read asks for it again.
+        source.close()
+        self._registration: dict[str, str] | None = None
+
+    def read(self, start: int, end: int) -> Iterator[bytes]:
+        check_range(start, end, self.length)
+        if start == end:
+            return
+        headers = storlet_headers(
+            self.storlet, "decode", sysmeta=self.filter_sysmeta, byte_range=(start, end),
+            account=self.context.account, container=self.context.container,
+            obj=self.context.obj)
+        headers["X-Run-Storlet"] = self.storlet  # uploaded filters keep their own names
+        resp = self.source.pinned_get({**headers, **self._storlet_options()})
+        if "Content-Length" in resp.headers:
+            # The object server did not run it (see the module docstring).
+            close_if_possible(resp.app_iter)
+            yield from super().read(start, end)
+            return
+        received = 0
+        try:
+            for chunk in resp.app_iter:
+                received += len(chunk)
+                yield chunk
+        finally:
+            close_if_possible(resp.app_iter)
+        if received != end - start:
+            raise FilterError(f"sandboxed filter {self.storlet} returned {received} bytes "
+                              f"for a range of {end - start} at the object server")
+
+    def _storlet_options(self) -> dict[str, str]:
+        """``X-Storlet-*`` headers from the storlet's registration, as Storlets' proxy adds them."""
+        if self._registration is None:
+            path = "/".join(("", "v1", self.context.account, STORLET_CONTAINER, self.storlet))
+            sub = make_subrequest(self.source.request.environ, method="HEAD",
+                                  path=wsgi_quote(path), swift_source=SWIFT_SOURCE)
+            resp = sub.get_response(self.source.app)
+            close_if_possible(resp.app_iter)
+            if not resp.is_success:
+                raise FilterError(f"sandboxed filter {self.storlet}: its storlet is not "
+                                  f"readable ({resp.status})")
+            options = {f"X-Storlet-{key[len(_REGISTRATION_PREFIX):]}": value
+                       for key, value in resp.headers.items()
+                       if key.title().startswith(_REGISTRATION_PREFIX)}
+            options["X-Storlet-Content-Length"] = resp.headers["Content-Length"]
+            options["X-Storlet-X-Timestamp"] = resp.headers["X-Timestamp"]
+            self._registration = options
+        return self._registration
