@@ -164,25 +164,33 @@ def median_result(results: Sequence[Result]) -> dict[str, float]:
     }
 
 
-def log_corpus(size: int) -> bytes:
-    """Access-log lines with the repetition real proxy logs have."""
+def _clock(second: int, separator: str) -> str:
+    return separator.join(f"{v:02d}" for v in (second // 3600 % 24, second // 60 % 60, second % 60))
+
+
+def _log_text(size: int, line: Callable[[random.Random, int, int], str]) -> bytes:
+    """``line(rng, number, second)`` until ``size`` bytes; a second passes now and then."""
     rng = random.Random(42)
-    clients = [f"192.168.{i}.{i * 7 % 250}" for i in range(4)]
-    objects = [f"/v1/AUTH_t1/logs/app-{i}.log" for i in range(8)]
     lines, total, second = [], 0, 0
     while total < size:
         second += rng.random() < 0.2
-        line = (
-            f"Nov 21 {second // 3600 % 24:02d}:{second // 60 % 60:02d}:{second % 60:02d} proxy "
-            f"proxy-server: {rng.choice(clients)} {rng.choice(clients)} 21/Nov/2026/"
-            f"{second // 3600 % 24:02d}/{second // 60 % 60:02d}/{second % 60:02d} GET "
-            f"{rng.choice(objects)} HTTP/1.0 200 - python-swiftclient-4.4.0 AUTH_tk - 65536 - "
-            f"tx{len(lines):016x} - 0.0{rng.randrange(10)} - - 1763700000.{len(lines) % 1000:03d}"
-            f" 0.000\n"
-        ).encode()
-        lines.append(line)
-        total += len(line)
+        text = line(rng, len(lines), second).encode()
+        lines.append(text)
+        total += len(text)
     return b"".join(lines)[:size]
+
+
+CLIENTS = [f"192.168.{i}.{i * 7 % 250}" for i in range(4)]
+
+
+def log_corpus(size: int) -> bytes:
+    """Access-log lines with the repetition real proxy logs have."""
+    objects = [f"/v1/AUTH_t1/logs/app-{i}.log" for i in range(8)]
+    return _log_text(size, lambda rng, n, second: (
+        f"Nov 21 {_clock(second, ':')} proxy proxy-server: {rng.choice(CLIENTS)} "
+        f"{rng.choice(CLIENTS)} 21/Nov/2026/{_clock(second, '/')} GET {rng.choice(objects)} "
+        f"HTTP/1.0 200 - python-swiftclient-4.4.0 AUTH_tk - 65536 - tx{n:016x} - "
+        f"0.0{rng.randrange(10)} - - 1763700000.{n % 1000:03d} 0.000\n"))
 
 
 def redundant_log_corpus(size: int) -> bytes:
@@ -192,21 +200,11 @@ def redundant_log_corpus(size: int) -> bytes:
     unique per line (no transaction id, no sub-second stamp). The IOStack
     paper's ssbench objects were more redundant still (0.1 % after gzip).
     """
-    rng = random.Random(42)
-    clients = [f"192.168.{i}.{i * 7 % 250}" for i in range(4)]
     requests = [f"{m} /v1/AUTH_t1/logs/app-{i}.log" for m in ("GET", "PUT") for i in range(4)]
-    lines, total, second = [], 0, 0
-    while total < size:
-        second += rng.random() < 0.2
-        stamp = f"{second // 3600 % 24:02d}:{second // 60 % 60:02d}:{second % 60:02d}"
-        line = (
-            f"Nov 21 {stamp} proxy proxy-server: {rng.choice(clients)} - {rng.choice(requests)}"
-            f" HTTP/1.0 {rng.choice((200, 200, 200, 201, 404))} - python-swiftclient-4.4.0"
-            f" AUTH_tk - 65536 - 0.0{rng.randrange(10)}\n"
-        ).encode()
-        lines.append(line)
-        total += len(line)
-    return b"".join(lines)[:size]
+    return _log_text(size, lambda rng, n, second: (
+        f"Nov 21 {_clock(second, ':')} proxy proxy-server: {rng.choice(CLIENTS)} - "
+        f"{rng.choice(requests)} HTTP/1.0 {rng.choice((200, 200, 200, 201, 404))} - "
+        f"python-swiftclient-4.4.0 AUTH_tk - 65536 - 0.0{rng.randrange(10)}\n"))
 
 
 def random_corpus(size: int) -> bytes:
