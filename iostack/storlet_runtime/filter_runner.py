@@ -14,6 +14,12 @@ parameters (each a string, as Storlets passes them):
     in object sysmeta; a storlet sees only user metadata).
 ``range``
     ``decode`` only, optional: ``start-end`` of the decoded body, end exclusive.
+``length``
+    ``decode`` only, optional: the length of the stored body the server sends.
+    At the proxy the body comes through a pipe; with ``length`` the decode
+    starts as soon as the bytes it needs have arrived, without it the whole
+    body is spooled first (the decoded length, sent before the body, may
+    depend on the stored length).
 ``account``, ``container``, ``object``
     Who the request is about (``FilterContext``).
 
@@ -57,24 +63,51 @@ _DAEMON_PID = os.getpid()
 
 
 class FdSource:
-    """A ``ByteSource`` over the storlet's input: the object file itself, or a spooled pipe."""
+    """A ``ByteSource`` over the storlet's input: the object file itself, or a pipe.
 
-    def __init__(self, fd: int) -> None:
+    A pipe (the proxy streams the object in) is copied to the sandbox's
+    ``/tmp`` as it is read, so a view can read any range of it. With the
+    body's ``length`` known, a read waits only for the bytes it needs;
+    otherwise the whole body is spooled first to learn its length.
+    """
+
+    def __init__(self, fd: int, length: int | None = None) -> None:
+        self._pipe: int | None = None
         try:
             self.length = os.lseek(fd, 0, os.SEEK_END)
             self.fd = fd
             self._spool = None
-        except OSError:  # a pipe (the proxy streams the object in): keep a seekable copy
+        except OSError:
             self._spool = tempfile.TemporaryFile(dir="/tmp")  # noqa: S108 - the sandbox's own
-            _widen_pipe(fd)  # the server's writes block less, and each read takes more
-            with os.fdopen(os.dup(fd), "rb") as stream:
-                shutil.copyfileobj(stream, self._spool, OUT_CHUNK)
-            self._spool.flush()
             self.fd = self._spool.fileno()
-            self.length = os.lseek(self.fd, 0, os.SEEK_END)
+            self._pipe, self._spooled = fd, 0
+            _widen_pipe(fd)  # the server's writes block less, and each read takes more
+            if length is None:
+                self._fill(None)
+                length = self._spooled
+            self.length = length
+
+    def _fill(self, until: int | None) -> None:
+        """Spool from the pipe until ``until`` bytes (None: all) arrived or it ended."""
+        while self._pipe is not None and (until is None or self._spooled < until):
+            piece = os.read(self._pipe, OUT_CHUNK)
+            if not piece:
+                self._pipe = None
+                break
+            self._spool.write(piece)
+            self._spooled += len(piece)
+        if self._spool is not None:
+            self._spool.flush()
+
+    def drain(self) -> None:
+        """Read (and drop) what the server still sends: it must never block on a full pipe."""
+        while self._pipe is not None:
+            if not os.read(self._pipe, OUT_CHUNK):
+                self._pipe = None
 
     def read(self, start: int, end: int) -> Iterator[bytes]:
         while start < end:
+            self._fill(min(end, start + OUT_CHUNK))
             chunk = os.pread(self.fd, min(OUT_CHUNK, end - start), start)
             if not chunk:
                 raise ValueError(f"stored body ended at {start}, before {end}")
@@ -127,12 +160,17 @@ def run_filter(spec: FilterSpec, in_file: Any, out_file: Any, params: dict[str, 
             _widen_pipe(out_file.fileno())
             shutil.copyfileobj(spool, out_file, OUT_CHUNK)
     elif mode == "decode":
-        view = spec.open_view(FdSource(in_file.fileno()), _json_param(params, "sysmeta"), context)
-        start, end = _range(params.get("range"), view.length)
-        out_file.set_metadata({"Iostack-Length": str(view.length)})
-        _widen_pipe(out_file.fileno())
-        for piece in view.read(start, end):
-            out_file.write(piece)
+        source = FdSource(in_file.fileno(), int(params["length"]) if params.get("length") else None)
+        try:
+            view = spec.open_view(source, _json_param(params, "sysmeta"), context)
+            start, end = _range(params.get("range"), view.length)
+            out_file.set_metadata({"Iostack-Length": str(view.length)})
+            _widen_pipe(out_file.fileno())
+            for piece in view.read(start, end):
+                out_file.write(piece)
+            out_file.close()  # the answer is complete; the rest of the input is not needed
+        finally:
+            source.drain()
     else:
         raise ValueError(f"mode must be encode or decode, not {mode!r}")
 

@@ -8,7 +8,8 @@ answers with ``Iostack-Sysmeta``, ``mode=decode`` takes that sysmeta and a
 ``range`` and streams the decoded bytes. ``SandboxedEncoder`` and
 ``SandboxedView`` wrap those two calls in the same ``Encoder`` and
 ``ByteSource`` shapes as native filters, so sandboxed and native filters
-compose in one pipeline, in any order.
+compose in one pipeline, in any order. A view tells the sandbox the length of
+the bytes it streams in, so the decode starts before they have all arrived.
 
 The record of a sandboxed filter carries ``runtime``, ``storlet`` and the
 ``length`` of the bytes it encoded (a view must know its length before it
@@ -101,7 +102,7 @@ class SandboxedView:
             _metadata, output = self.runner.run(
                 self.context.account, self.storlet,
                 _call_params("decode", self.context, sysmeta=json.dumps(self.filter_sysmeta),
-                             range=f"{start}-{end}"),
+                             range=f"{start}-{end}", length=str(self.lower.length)),
                 self.lower.read(0, self.lower.length))
         except Exception as exc:  # noqa: BLE001 - the gateway's errors have many types
             raise FilterError(f"sandboxed filter {self.storlet}: {exc}") from exc
