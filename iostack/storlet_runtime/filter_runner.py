@@ -41,7 +41,6 @@ of milliseconds of CPU per request on the cores the Swift servers use).
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -52,11 +51,9 @@ from typing import Any
 
 from iostack.filters.base import FilterContext, FilterSpec
 from iostack.filters.registry import get_filter
+from iostack.storlet_runtime.pipes import PIPE_PIECE, widen
 
 CHUNK = 64 * 1024
-# Output goes through a pipe to the Swift server: a larger pipe and larger writes mean
-# far fewer hand-overs between the two processes (which cost most under CPU contention).
-OUT_CHUNK = 1 << 20
 # The storlet daemon imports this module (through the storlet) before it forks a process
 # per request, so any other pid is one of those per-request processes.
 _DAEMON_PID = os.getpid()
@@ -81,7 +78,7 @@ class FdSource:
             self._spool = tempfile.TemporaryFile(dir="/tmp")  # noqa: S108 - the sandbox's own
             self.fd = self._spool.fileno()
             self._pipe, self._spooled = fd, 0
-            _widen_pipe(fd)  # the server's writes block less, and each read takes more
+            widen(fd)  # the server's writes block less, and each read takes more
             if length is None:
                 self._fill(None)
                 length = self._spooled
@@ -90,7 +87,7 @@ class FdSource:
     def _fill(self, until: int | None) -> None:
         """Spool from the pipe until ``until`` bytes (None: all) arrived or it ended."""
         while self._pipe is not None and (until is None or self._spooled < until):
-            piece = os.read(self._pipe, OUT_CHUNK)
+            piece = os.read(self._pipe, PIPE_PIECE)
             if not piece:
                 self._pipe = None
                 break
@@ -102,24 +99,17 @@ class FdSource:
     def drain(self) -> None:
         """Read (and drop) what the server still sends: it must never block on a full pipe."""
         while self._pipe is not None:
-            if not os.read(self._pipe, OUT_CHUNK):
+            if not os.read(self._pipe, PIPE_PIECE):
                 self._pipe = None
 
     def read(self, start: int, end: int) -> Iterator[bytes]:
         while start < end:
-            self._fill(min(end, start + OUT_CHUNK))
-            chunk = os.pread(self.fd, min(OUT_CHUNK, end - start), start)
+            self._fill(min(end, start + PIPE_PIECE))
+            chunk = os.pread(self.fd, min(PIPE_PIECE, end - start), start)
             if not chunk:
                 raise ValueError(f"stored body ended at {start}, before {end}")
             start += len(chunk)
             yield chunk
-
-
-def _widen_pipe(fd: int) -> None:
-    try:
-        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, OUT_CHUNK)
-    except OSError:  # not a pipe, or above /proc/sys/fs/pipe-max-size: keep the default
-        pass
 
 
 def _json_param(params: dict[str, str], key: str) -> dict[str, Any]:
@@ -157,15 +147,15 @@ def run_filter(spec: FilterSpec, in_file: Any, out_file: Any, params: dict[str, 
                 spool.write(piece)
             out_file.set_metadata({"Iostack-Sysmeta": json.dumps(encoder.sysmeta())})
             spool.seek(0)
-            _widen_pipe(out_file.fileno())
-            shutil.copyfileobj(spool, out_file, OUT_CHUNK)
+            widen(out_file.fileno())
+            shutil.copyfileobj(spool, out_file, PIPE_PIECE)
     elif mode == "decode":
         source = FdSource(in_file.fileno(), int(params["length"]) if params.get("length") else None)
         try:
             view = spec.open_view(source, _json_param(params, "sysmeta"), context)
             start, end = _range(params.get("range"), view.length)
             out_file.set_metadata({"Iostack-Length": str(view.length)})
-            _widen_pipe(out_file.fileno())
+            widen(out_file.fileno())
             for piece in view.read(start, end):
                 out_file.write(piece)
             out_file.close()  # the answer is complete; the rest of the input is not needed
