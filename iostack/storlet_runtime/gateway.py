@@ -83,9 +83,9 @@ def run_dir(gateway_conf: dict[str, Any]) -> str:
 class BwrapRunTimeSandbox(RunTimeSandbox):
     """A scope's sandbox: the Storlets agent under bubblewrap."""
 
-    # Per server process: (scope, storlet main) -> the daemon's host pid, its start time,
-    # and when the daemon factory last confirmed it (time.monotonic()).
-    known_daemons: dict[tuple[str, str], tuple[int, int, float]] = {}
+    # Per server process: a storlet daemon's socket (host path) -> the daemon's host pid,
+    # its start time, and when the daemon factory last confirmed it (time.monotonic()).
+    known_daemons: dict[str, tuple[int, int, float]] = {}
 
     def __init__(self, scope: str, conf: dict[str, Any], logger: Any) -> None:
         super().__init__(scope, conf, logger)
@@ -123,7 +123,7 @@ class BwrapRunTimeSandbox(RunTimeSandbox):
 
     def activate_storlet_daemon(self, sreq: Any, cache_updated: bool = True) -> None:
         """Make sure the storlet's daemon runs; upstream's SBus status check only when needed."""
-        key = (self.scope, sreq.storlet_main)
+        key = self.paths.get_host_storlet_pipe(sreq.storlet_main)
         known = self.known_daemons.pop(key, None)
         if (known is not None and not cache_updated
                 and time.monotonic() - known[2] < DAEMON_RECHECK
