@@ -210,19 +210,28 @@ def reframe(chunks: Iterable[bytes], size: int) -> Iterator[bytes]:
     """Re-cut a stream into pieces of exactly ``size`` bytes, the last one shorter.
 
     Yields nothing for an empty stream. Holds at most one piece plus one chunk.
+    Each byte is copied once at most (views of the chunks are joined), which
+    matters on the PUT path: growing and slicing one buffer copied it four times.
     """
-    buf = bytearray()
+    parts: list[memoryview] = []
+    held = 0
     for chunk in chunks:
-        if not buf and len(chunk) == size:
-            yield bytes(chunk)
+        # Views must not see a buffer change under them: keep immutable bytes only.
+        chunk = chunk if isinstance(chunk, bytes) else bytes(chunk)
+        if not parts and len(chunk) == size:
+            yield chunk
             continue
-        buf += chunk
-        while len(buf) >= size:
-            yield bytes(buf[:size])
-            # Deleting a bytearray's prefix only moves its start offset.
-            del buf[:size]
-    if buf:
-        yield bytes(buf)
+        view = memoryview(chunk)
+        while held + len(view) >= size:
+            take = size - held
+            parts.append(view[:take])
+            yield b"".join(parts)
+            parts, held, view = [], 0, view[take:]
+        if view:
+            parts.append(view)
+            held += len(view)
+    if parts:
+        yield b"".join(parts)
 
 
 def split_exact(chunks: Iterable[bytes], sizes: Iterable[int]) -> Iterator[bytes]:

@@ -90,6 +90,16 @@ def test_reframe_cuts_exact_pieces(chunks, size):
     assert all(0 < len(p) <= size for p in pieces)
 
 
+def test_reframe_keeps_its_bytes_when_the_producer_reuses_its_buffer():
+    def reused_buffer():
+        buffer = bytearray(3)
+        for value in (b"abc", b"def", b"ghi"):
+            buffer[:] = value
+            yield buffer  # a producer that overwrites what it yielded before
+
+    assert list(reframe(reused_buffer(), 4)) == [b"abcd", b"efgh", b"i"]
+
+
 def test_split_exact_refuses_short_and_long_streams():
     assert list(split_exact([b"abc", b"de"], [2, 3])) == [b"ab", b"cde"]
     with pytest.raises(IntegrityError, match="ended early"):
