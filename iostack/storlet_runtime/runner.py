@@ -67,13 +67,22 @@ class SandboxRunner:
         # (account, storlet) -> (read until, registration); see the module docstring.
         self._registrations: dict[tuple[str, str], tuple[float, dict[str, str]]] = {}
 
-    def _registration(self, files: SwiftFileManager, account: str, storlet: str) -> dict[str, str]:
-        """The storlet object's metadata, read again once it is ``REGISTRATION_TTL`` old."""
+    def _files(self, account: str) -> SwiftFileManager:
+        return SwiftFileManager(account, STORLET_CONTAINER, DEPENDENCY_CONTAINER,
+                                LOG_CONTAINER, self.ic_conf, self.logger)
+
+    def registration(self, account: str, storlet: str) -> dict[str, str]:
+        """The storlet object's metadata (lower-case names), at most ``REGISTRATION_TTL`` old.
+
+        ``x-object-meta-storlet-*`` are what it was registered with; the data
+        path's object-node reads send them on as ``X-Storlet-*``.
+        """
         now = time.monotonic()
         fresh_until, registration = self._registrations.get((account, storlet), (0.0, {}))
         if now < fresh_until:
             return registration
-        registration = files.client.get_object_metadata(account, STORLET_CONTAINER, storlet)
+        registration = self._files(account).client.get_object_metadata(
+            account, STORLET_CONTAINER, storlet)
         # Keep only what is still fresh, so the map never outgrows the last second's storlets.
         self._registrations = {key: entry for key, entry in self._registrations.items()
                                if entry[0] > now}
@@ -84,9 +93,8 @@ class SandboxRunner:
             data_iter: Iterable[bytes], metadata: dict[str, str] | None = None,
             ) -> tuple[dict[str, str], Iterator[bytes]]:
         """Run ``storlet`` of ``account`` on ``data_iter``; return its metadata and output."""
-        files = SwiftFileManager(account, STORLET_CONTAINER, DEPENDENCY_CONTAINER,
-                                 LOG_CONTAINER, self.ic_conf, self.logger)
-        registration = self._registration(files, account, storlet)
+        files = self._files(account)
+        registration = self.registration(account, storlet)
         options = {
             "storlet_main": registration[META + "main"],
             "storlet_language": registration[META + "language"],

@@ -6,7 +6,8 @@ middleware does the same for the filter of a record that ran in the sandbox
 last on PUT (so it is the first to undo, over the stored bytes themselves):
 each read of its view is a GET sub-request pinned to the stored version that
 carries ``X-Run-Storlet``, the storlet's registration (as Storlets' proxy
-handler would add it) and the range to decode. The object servers'
+handler would add it; ``SandboxRunner.registration`` keeps it for a second)
+and the range to decode. The object servers'
 ``storlet_handler`` runs the storlet in the tenant's sandbox on the local
 file and streams the decoded range back.
 
@@ -26,19 +27,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from swift.common.swob import wsgi_quote
 from swift.common.utils import close_if_possible
-from swift.common.wsgi import make_subrequest
 
 from iostack.filters.base import FilterContext, check_range
 from iostack.filters.errors import FilterError
 from iostack.storlet_runtime.packaging import storlet_headers
-from iostack.storlet_runtime.swift_conf import STORLET_CONTAINER
 from iostack.swift_middleware.sandboxed import SandboxedView
-from iostack.swift_middleware.source import SWIFT_SOURCE, SwiftObjectSource
+from iostack.swift_middleware.source import SwiftObjectSource
 
 STAGES = ("object", "proxy")
-_REGISTRATION_PREFIX = "X-Object-Meta-Storlet-"
+REGISTRATION_PREFIX = "x-object-meta-storlet-"  # as SandboxRunner.registration names it
 
 
 class ObjectNodeSandboxedView(SandboxedView):
@@ -51,7 +49,6 @@ class ObjectNodeSandboxedView(SandboxedView):
         # The backend response's body (the stored bytes) is not needed here;
         # a fallback read asks for it again.
         source.close()
-        self._registration: dict[str, str] | None = None
 
     def read(self, start: int, end: int) -> Iterator[bytes]:
         check_range(start, end, self.length)
@@ -81,19 +78,14 @@ class ObjectNodeSandboxedView(SandboxedView):
 
     def _storlet_options(self) -> dict[str, str]:
         """``X-Storlet-*`` headers from the storlet's registration, as Storlets' proxy adds them."""
-        if self._registration is None:
-            path = "/".join(("", "v1", self.context.account, STORLET_CONTAINER, self.storlet))
-            sub = make_subrequest(self.source.request.environ, method="HEAD",
-                                  path=wsgi_quote(path), swift_source=SWIFT_SOURCE)
-            resp = sub.get_response(self.source.app)
-            close_if_possible(resp.app_iter)
-            if not resp.is_success:
-                raise FilterError(f"sandboxed filter {self.storlet}: its storlet is not "
-                                  f"readable ({resp.status})")
-            options = {f"X-Storlet-{key[len(_REGISTRATION_PREFIX):]}": value
-                       for key, value in resp.headers.items()
-                       if key.title().startswith(_REGISTRATION_PREFIX)}
-            options["X-Storlet-Content-Length"] = resp.headers["Content-Length"]
-            options["X-Storlet-X-Timestamp"] = resp.headers["X-Timestamp"]
-            self._registration = options
-        return self._registration
+        try:
+            registration = self.runner.registration(self.context.account, self.storlet)
+            options = {f"X-Storlet-{key[len(REGISTRATION_PREFIX):]}": value
+                       for key, value in registration.items()
+                       if key.startswith(REGISTRATION_PREFIX)}
+            options["X-Storlet-Content-Length"] = registration["content-length"]
+            options["X-Storlet-X-Timestamp"] = registration["x-timestamp"]
+        except Exception as exc:  # noqa: BLE001 - the internal client's errors have many types
+            raise FilterError(f"sandboxed filter {self.storlet}: no usable registration: "
+                              f"{exc}") from exc
+        return options
