@@ -19,7 +19,7 @@ from iostack.filters.base import ByteSource, FilterContext
 from iostack.filters.errors import FilterError
 from iostack.filters.registry import get_filter
 from iostack.swift_middleware.record import AppliedFilter, Layer, load_pipeline, original_size
-from iostack.swift_middleware.sandbox_on_object import ObjectNodeSandboxedView
+from iostack.swift_middleware.sandbox_on_object import MIN_STORED_BYTES, ObjectNodeSandboxedView
 from iostack.swift_middleware.sandboxed import SandboxedView, is_sandboxed
 from iostack.swift_middleware.source import SwiftObjectSource
 
@@ -90,7 +90,8 @@ def decoded_response(app, request: Request, resp: Response, context: FilterConte
     where a layer below keeps the ETag of what it presents (for pinning reads).
     ``sandbox`` (a ``SandboxRunner``) decodes filters that ran in the sandbox;
     with ``sandbox_on_object`` the one that ran last on PUT is decoded by the
-    object servers instead (``sandbox_on_object`` module).
+    object servers instead, for objects of ``MIN_STORED_BYTES`` or more
+    (``sandbox_on_object`` module).
     """
     try:
         applied = load_pipeline(resp.headers[layer.pipeline_header])
@@ -123,7 +124,7 @@ def decoded_response(app, request: Request, resp: Response, context: FilterConte
                 view = get_filter(entry.name).open_view(view, entry.meta, context)
             elif sandbox is None:
                 raise FilterError(f"{entry.name} ran in the sandbox, which this server lacks")
-            elif sandbox_on_object and view is source:
+            elif sandbox_on_object and view is source and source.length >= MIN_STORED_BYTES:
                 view = ObjectNodeSandboxedView(sandbox, source, entry.meta, context)
             else:
                 view = SandboxedView(sandbox, view, entry.meta, context)

@@ -1,5 +1,5 @@
 """GETs undo a sandboxed filter at the object servers, as Storlets runs GET storlets: only the
-decoded bytes reach the proxy."""
+decoded bytes reach the proxy (objects of 1 MiB or more; smaller ones are already there)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 pytestmark = pytest.mark.integration
 
-BODY = b"".join(b"%07d object-node line\n" % i for i in range(50000))
+BODY = b"".join(b"%07d object-node line\n" % i for i in range(100000))  # 2.1 MB
 
 
 def backend_reads(log: Path, path: str, since: int) -> list[int]:
@@ -49,3 +49,12 @@ def test_a_sandboxed_filter_is_undone_at_the_object_servers(aio, swift_for, poli
     # One storlet run per read, each returning just the decoded range: a read
     # through the proxy's sandbox would fetch the whole stored object instead.
     assert reads == [100, len(BODY)]
+
+    # A small object's stored bytes come with the first GET: decoded at the proxy.
+    small = BODY[:20000]
+    conn.put_object(container, "small", small)
+    since = log.stat().st_size
+    assert conn.get_object(container, "small", headers={"Range": "bytes=10-19"})[1] == small[10:20]
+    assert conn.get_object(container, "small")[1] == small
+    time.sleep(0.5)
+    assert backend_reads(log, f"/v1/AUTH_t1/{container}/small", since) == []
