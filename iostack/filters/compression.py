@@ -37,6 +37,7 @@ import base64
 import binascii
 import math
 import struct
+import threading
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import accumulate
@@ -114,6 +115,9 @@ class _Gzip:
     def compress(self, data: bytes) -> bytes:
         return zlib.compress(data, self.level, wbits=31)
 
+    def release(self) -> None:
+        """Nothing to give back: zlib keeps no state between calls."""
+
     @staticmethod
     def probe(data: bytes) -> int:
         return len(zlib.compress(data, 1, wbits=-15))
@@ -121,6 +125,42 @@ class _Gzip:
     @staticmethod
     def decoder() -> Callable[[bytes, int], bytes]:
         return _gunzip
+
+
+PROBE_LEVEL = 1
+
+
+class _IdleZstdCompressors:
+    """zstd compressors between two bodies, by level.
+
+    A new compressor allocates and fills its tables on first use (~0.3 ms of
+    a 1 MiB PUT); ``compress()`` starts afresh on every call, so one can serve
+    body after body. A compressor must not be used by two threads at once:
+    each is lent to one encoder at a time.
+    """
+
+    KEEP = 8  # per level: enough for the concurrent PUTs of one worker
+
+    def __init__(self) -> None:
+        self._idle: dict[int, list[zstandard.ZstdCompressor]] = {}
+        self._lock = threading.Lock()
+
+    def take(self, level: int) -> zstandard.ZstdCompressor:
+        with self._lock:
+            idle = self._idle.get(level)
+            if idle:
+                return idle.pop()
+        return zstandard.ZstdCompressor(level=level, write_checksum=True,
+                                        write_content_size=True)
+
+    def give(self, level: int, compressor: zstandard.ZstdCompressor) -> None:
+        with self._lock:
+            idle = self._idle.setdefault(level, [])
+            if len(idle) < self.KEEP:
+                idle.append(compressor)
+
+
+_IDLE_ZSTD = _IdleZstdCompressors()
 
 
 class _Zstd:
@@ -132,18 +172,19 @@ class _Zstd:
     default_level = 3
 
     def __init__(self, level: int) -> None:
-        # zstandard compressors must not be shared between threads: one set per encoder.
         self.level = level
-        self._compressor = zstandard.ZstdCompressor(
-            level=level, write_checksum=True, write_content_size=True
-        )
-        self._prober = zstandard.ZstdCompressor(level=1)
+        self._compressor = _IDLE_ZSTD.take(level)
+        self._prober = _IDLE_ZSTD.take(PROBE_LEVEL)
 
     def compress(self, data: bytes) -> bytes:
         return self._compressor.compress(data)
 
     def probe(self, data: bytes) -> int:
         return len(self._prober.compress(data))
+
+    def release(self) -> None:
+        _IDLE_ZSTD.give(self.level, self._compressor)
+        _IDLE_ZSTD.give(PROBE_LEVEL, self._prober)
 
     @staticmethod
     def decoder() -> Callable[[bytes, int], bytes]:
@@ -185,6 +226,12 @@ class CompressionEncoder:
         self._trailer_length: int | None = None
 
     def encode(self, chunks: Iterable[bytes]) -> Iterator[bytes]:
+        try:
+            yield from self._encode(chunks)
+        finally:  # also when the upload is abandoned
+            self._codec.release()
+
+    def _encode(self, chunks: Iterable[bytes]) -> Iterator[bytes]:
         raw_streak = 0
         for frame in reframe(chunks, self._frame_size):
             self._length += len(frame)

@@ -219,3 +219,21 @@ def test_encoders_in_parallel_threads_do_not_share_codec_state(algorithm):
     for thread in threads:
         thread.join()
     assert [results[i] for i in range(4)] == bodies
+
+
+def test_zstd_compressors_are_lent_to_one_encoder_at_a_time_and_reused():
+    first = SPEC.encoder({"algorithm": "zstd", "level": 7}, CTX)
+    second = SPEC.encoder({"algorithm": "zstd", "level": 7}, CTX)
+    assert first._codec._compressor is not second._codec._compressor  # both in use
+    data = log_text(300 * KIB)
+    stored = b"".join(first.encode([data]))
+    third = SPEC.encoder({"algorithm": "zstd", "level": 7}, CTX)
+    assert third._codec._compressor is first._codec._compressor  # given back, lent again
+    assert read_all(view(b"".join(third.encode([data])), third.sysmeta())) == data
+    assert read_all(view(stored, first.sysmeta())) == data
+    abandoned = SPEC.encoder({"algorithm": "zstd", "level": 7}, CTX)
+    stream = abandoned.encode(iter([data]))
+    next(stream)
+    stream.close()  # an upload that stops half-way gives its compressor back too
+    assert SPEC.encoder({"algorithm": "zstd", "level": 7}, CTX)._codec._compressor \
+        is abandoned._codec._compressor
