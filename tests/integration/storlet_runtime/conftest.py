@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -78,3 +79,21 @@ def iostack(aio: dict[str, Any]):
             timeout=120, env={**os.environ, "IOSTACK_STATE_DIR": aio["state_dir"]}, check=False)
 
     return run
+
+
+@pytest.fixture
+def noop_sandboxed_container(swift_for, policies, iostack):
+    """``noop_sandboxed_container(actions)``: t1's client and a new container under ``actions``,
+    with the library's noop deployed as t1's storlet (for ``SET NOOP SANDBOXED``)."""
+    deployed = iostack("storlet", "deploy", "noop", "--tenant", "t1")
+    assert deployed.returncode == 0, deployed.stderr
+    conn = swift_for("t1")
+
+    def make(actions: str):
+        container = f"sbx-{uuid.uuid4().hex[:8]}"
+        conn.put_container(container)
+        policies.add(f"FOR CONTAINER AUTH_t1/{container} DO {actions}")
+        return conn, container
+
+    return make
+

@@ -46,13 +46,8 @@ def test_uploaded_filter_runs_in_the_sandbox_on_the_data_path(swift_for, policie
     assert int(conn.head_object(container, "log")["content-length"]) == len(BODY)
 
 
-def test_a_policy_runs_a_library_filter_sandboxed(swift_for, policies, stored, iostack):
-    deployed = iostack("storlet", "deploy", "noop", "--tenant", "t1")
-    assert deployed.returncode == 0, deployed.stderr
-    conn = swift_for("t1")
-    container = f"sbx-{uuid.uuid4().hex[:8]}"
-    conn.put_container(container)
-    policies.add(f"FOR CONTAINER AUTH_t1/{container} DO SET NOOP SANDBOXED, SET ENCRYPTION")
+def test_a_policy_runs_a_library_filter_sandboxed(noop_sandboxed_container, stored):
+    conn, container = noop_sandboxed_container("SET NOOP SANDBOXED, SET ENCRYPTION")
 
     conn.put_object(container, "o", BODY)
     headers, raw = stored("AUTH_t1", container, "o")

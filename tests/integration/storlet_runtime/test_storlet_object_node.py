@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -24,14 +23,9 @@ def backend_reads(log: Path, path: str, since: int) -> list[int]:
     return [int(m.group(1)) for m in pattern.finditer(text) if m.group(1) != "-"]
 
 
-def test_a_sandboxed_filter_is_undone_at_the_object_servers(aio, swift_for, policies, stored,
-                                                           iostack):
-    deployed = iostack("storlet", "deploy", "noop", "--tenant", "t1")
-    assert deployed.returncode == 0, deployed.stderr
-    conn = swift_for("t1")
-    container = f"sbx-on-{uuid.uuid4().hex[:8]}"
-    conn.put_container(container)
-    policies.add(f"FOR CONTAINER AUTH_t1/{container} DO SET NOOP SANDBOXED")
+def test_a_sandboxed_filter_is_undone_at_the_object_servers(aio, noop_sandboxed_container,
+                                                           stored):
+    conn, container = noop_sandboxed_container("SET NOOP SANDBOXED")
     conn.put_object(container, "o", BODY)
     headers, raw = stored("AUTH_t1", container, "o")
     assert raw == BODY and '"iostack.runtime":"storlet"' in headers[
