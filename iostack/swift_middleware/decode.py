@@ -5,7 +5,9 @@ record's filters are opened as views over the stored object, in reverse
 order, and the response is rebuilt with the tenant's length and ETag as a
 conditional swob response, so swob itself answers ``Range`` (single and
 multiple), ``If-Match``, ``If-None-Match`` and ``If-Modified-Since`` from
-the decoded view, reading only the stored bytes each range needs.
+the decoded view, reading only the stored bytes each range needs. Headers
+wait for the first decoded bytes (``FirstBytesFirst``), so a filter that
+fails at once gets an error response, not a 200 that breaks off.
 """
 
 from __future__ import annotations
@@ -13,10 +15,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from swift.common.swob import HTTPInternalServerError, Request, Response, multi_range_iterator
+from swift.common.swob import (
+    HTTPInternalServerError,
+    HTTPServiceUnavailable,
+    Request,
+    Response,
+    multi_range_iterator,
+)
+from swift.common.utils import close_if_possible
 
 from iostack.filters.base import ByteSource, FilterContext
-from iostack.filters.errors import FilterError
+from iostack.filters.errors import FilterError, IntegrityError
 from iostack.filters.registry import get_filter
 from iostack.swift_middleware.record import AppliedFilter, Layer, load_pipeline, original_size
 from iostack.swift_middleware.sandbox_on_object import MIN_STORED_BYTES, ObjectNodeSandboxedView
@@ -64,9 +73,51 @@ class ViewAppIter:
         self.source.close()
 
 
+class DecodeFailed(RuntimeError):
+    """A decoded body could not be produced; ``__cause__`` is the ``FilterError``."""
+
+
 def _abort(request: Request, exc: FilterError) -> Exception:
-    path = request.path
-    return RuntimeError(f"IOStack: reading {path} failed after the headers were sent: {exc}")
+    return DecodeFailed(f"IOStack: reading {request.path} failed: {exc}")
+
+
+class FirstBytesFirst:
+    """WSGI app sending a decoded response's headers once its first bytes are decoded.
+
+    The WSGI server would send them with the first chunk anyway; deciding
+    here lets a filter that fails before producing anything (a damaged first
+    frame, a sandboxed filter that times out) answer with an error that says
+    so (500, or 503 for a filter that did not answer) instead of a 200 that
+    breaks off. A failure further into the body can only cut it short.
+    """
+
+    def __init__(self, response: Response) -> None:
+        self.response = response
+
+    def __call__(self, env: dict[str, Any], start_response: Any) -> Iterator[bytes]:
+        held: list[tuple[str, list[tuple[str, str]]]] = []
+        body = self.response(env, lambda status, headers, exc_info=None: held.append(
+            (status, headers)))
+        chunks = iter(body)
+        try:
+            first = next(chunks, b"")
+        except DecodeFailed as exc:
+            close_if_possible(body)
+            cause = exc.__cause__
+            error = HTTPInternalServerError if isinstance(cause, IntegrityError) \
+                else HTTPServiceUnavailable
+            return error(body=f"{exc}\n", content_type="text/plain")(env, start_response)
+        start_response(*held[0])
+        return _with_first(first, chunks, body)
+
+
+def _with_first(first: bytes, rest: Iterator[bytes], body: Any) -> Iterator[bytes]:
+    try:
+        if first:
+            yield first
+        yield from rest
+    finally:
+        close_if_possible(body)
 
 
 def is_filtered(resp: Response, layer: Layer) -> bool:
@@ -81,7 +132,7 @@ def _preserves_bytes(applied: list[AppliedFilter]) -> bool:
 def decoded_response(app, request: Request, resp: Response, context: FilterContext,
                      layer: Layer, conditionals: bool = True,
                      lower_etag_at: str | None = None, sandbox: Any = None,
-                     sandbox_on_object: bool = False) -> Response:
+                     sandbox_on_object: bool = False) -> Response | FirstBytesFirst:
     """Rebuild a backend GET/HEAD response of an object ``layer`` filtered.
 
     ``conditionals=False`` leaves ``If-*`` headers to whoever already
@@ -142,4 +193,4 @@ def decoded_response(app, request: Request, resp: Response, context: FilterConte
     out = Response(request=answer_to, headers=headers, conditional_response=True,
                    app_iter=ViewAppIter(view, source, request))
     out.content_length = size
-    return out
+    return FirstBytesFirst(out)

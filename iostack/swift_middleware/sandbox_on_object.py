@@ -33,10 +33,10 @@ from typing import Any
 from swift.common.utils import close_if_possible
 
 from iostack.filters.base import FilterContext, check_range
-from iostack.filters.errors import FilterError
+from iostack.filters.errors import FilterError, IntegrityError
 from iostack.storlet_runtime.packaging import storlet_headers
 from iostack.swift_middleware.sandboxed import SandboxedView
-from iostack.swift_middleware.source import SwiftObjectSource
+from iostack.swift_middleware.source import ObjectChanged, SwiftObjectSource
 
 STAGES = ("object", "proxy")
 MIN_STORED_BYTES = 1 << 20
@@ -63,7 +63,13 @@ class ObjectNodeSandboxedView(SandboxedView):
             account=self.context.account, container=self.context.container,
             obj=self.context.obj)
         headers["X-Run-Storlet"] = self.storlet  # uploaded filters keep their own names
-        resp = self.source.pinned_get({**headers, **self._storlet_options()})
+        try:
+            resp = self.source.pinned_get({**headers, **self._storlet_options()})
+        except ObjectChanged:
+            raise
+        except IntegrityError as exc:  # the storlet, not the stored bytes, failed there
+            raise FilterError(f"sandboxed filter {self.storlet} at the object servers: "
+                              f"{exc}") from exc
         if "Content-Length" in resp.headers:
             # The object server did not run it (see the module docstring).
             close_if_possible(resp.app_iter)

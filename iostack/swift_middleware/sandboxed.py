@@ -22,6 +22,8 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from swift.common.swob import HTTPException
+
 from iostack.filters.base import ByteSource, FilterContext, check_range
 from iostack.filters.errors import FilterError
 
@@ -62,7 +64,7 @@ class SandboxedEncoder:
         except FilterError:
             raise
         except Exception as exc:  # noqa: BLE001 - the gateway's errors have many types
-            raise FilterError(f"sandboxed filter {self.storlet}: {exc}") from exc
+            raise FilterError(f"sandboxed filter {self.storlet}: {_reason(exc)}") from exc
         if not isinstance(sysmeta, dict):
             raise FilterError(f"sandboxed filter {self.storlet}: Iostack-Sysmeta is not an object")
         self._sysmeta = {str(k): str(v) for k, v in sysmeta.items()}
@@ -105,7 +107,7 @@ class SandboxedView:
                              range=f"{start}-{end}", length=str(self.lower.length)),
                 self.lower.read(0, self.lower.length))
         except Exception as exc:  # noqa: BLE001 - the gateway's errors have many types
-            raise FilterError(f"sandboxed filter {self.storlet}: {exc}") from exc
+            raise FilterError(f"sandboxed filter {self.storlet}: {_reason(exc)}") from exc
         received = 0
         for chunk in output:
             received += len(chunk)
@@ -113,6 +115,13 @@ class SandboxedView:
         if received != end - start:
             raise FilterError(f"sandboxed filter {self.storlet} returned {received} bytes "
                               f"for a range of {end - start}")
+
+
+def _reason(exc: Exception) -> str:
+    """What went wrong, in words: the gateway's HTTP errors say it in their body."""
+    if isinstance(exc, HTTPException) and exc.body:
+        return exc.body.decode(errors="replace").strip()
+    return str(exc)
 
 
 def is_sandboxed(sysmeta: dict[str, str]) -> bool:

@@ -87,8 +87,11 @@ class SwiftObjectSource:
             close_if_possible(resp.app_iter)
             raise ObjectChanged("the object was overwritten during the read")
         if resp.status_int not in (200, 206):
+            # Plain-text bodies say why (a storlet that timed out); HTML ones are boilerplate.
+            reason = b"".join(resp.app_iter)[:300].decode(errors="replace").strip() \
+                if resp.content_type == "text/plain" else ""
             close_if_possible(resp.app_iter)
-            raise IntegrityError(f"read of stored bytes failed: {resp.status}")
+            raise IntegrityError(" ".join(("read of stored bytes failed:", resp.status, reason)))
         return resp
 
     def _read_ranged(self, start: int, end: int) -> Iterator[bytes]:
