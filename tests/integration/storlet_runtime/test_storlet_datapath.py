@@ -5,23 +5,17 @@ from __future__ import annotations
 
 import json
 import uuid
-from pathlib import Path
 
 import pytest
 
 pytestmark = pytest.mark.integration
 
-HERE = Path(__file__).resolve().parent
 BODY = b"".join(b"%06d sandboxed line of a tenant log\n" % i for i in range(20000))
 
 
 @pytest.fixture(scope="module")
-def zlib_filter(iostack):
-    name = f"tzlib{uuid.uuid4().hex[:6]}"
-    done = iostack("filter", "upload", str(HERE / "zlib_filter.py"), "--name", name,
-                   "--main", "zlib_filter.ZlibFilter", "--tenant", "t1")
-    assert done.returncode == 0, done.stderr
-    return name
+def zlib_filter(upload_t1_filter):
+    return upload_t1_filter("zlib_filter.ZlibFilter", "tzlib")
 
 
 @pytest.mark.parametrize("native", ["", ", SET ENCRYPTION"], ids=["alone", "then-encryption"])

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 import requests
@@ -14,16 +13,9 @@ from iostack.storlet_runtime.swift_conf import STORLET_TIMEOUT
 
 pytestmark = pytest.mark.integration
 
-HERE = Path(__file__).resolve().parent
-
-
 @pytest.fixture(scope="module")
-def hang_filter(iostack):
-    name = f"thang{uuid.uuid4().hex[:6]}"
-    done = iostack("filter", "upload", str(HERE / "hang_filter.py"), "--name", name,
-                   "--main", "hang_filter.HangFilter", "--tenant", "t1")
-    assert done.returncode == 0, done.stderr
-    return name
+def hang_filter(upload_t1_filter):
+    return upload_t1_filter("hang_filter.HangFilter", "thang")
 
 
 @pytest.mark.parametrize("size", [2000, 2_200_000], ids=["at-the-proxy", "at-the-object-servers"])
