@@ -83,14 +83,24 @@ def deploy_filter(conn: Connection, filter_name: str) -> PythonStorlet:
     return storlet
 
 
-def storlet_headers(filter_name: str, mode: str, params: Mapping[str, Any] | None = None, *,
-                    sysmeta: Mapping[str, str] | None = None,
-                    byte_range: tuple[int, int] | None = None, on_proxy: bool = False,
-                    account: str = "", container: str = "", obj: str = "") -> dict[str, str]:
-    """Request headers that make Storlets run ``filter_name`` on this request's body.
+def storlet_headers(filter_name: str, mode: str, params: Mapping[str, Any] | None = None,
+                    **options: Any) -> dict[str, str]:
+    """Request headers that make Storlets run library filter ``filter_name`` on this body.
 
     ``mode`` is ``encode`` (PUT; Storlets always runs PUT storlets on the
-    proxy) or ``decode`` (GET; on the object node unless ``on_proxy``).
+    proxy) or ``decode`` (GET; on the object node unless ``on_proxy``);
+    ``options`` are ``storlet_run_headers``'s.
+    """
+    return storlet_run_headers(storlet_name(filter_name), mode, params, **options)
+
+
+def storlet_run_headers(storlet: str, mode: str, params: Mapping[str, Any] | None = None, *,
+                        sysmeta: Mapping[str, str] | None = None,
+                        byte_range: tuple[int, int] | None = None, on_proxy: bool = False,
+                        account: str = "", container: str = "", obj: str = "",
+                        ) -> dict[str, str]:
+    """Request headers that run ``storlet`` (any filter speaking ``filter_runner``'s protocol).
+
     ``byte_range`` is ``(start, end)`` of the decoded body, end exclusive.
     """
     if mode not in MODES:
@@ -101,7 +111,7 @@ def storlet_headers(filter_name: str, mode: str, params: Mapping[str, Any] | Non
         values["sysmeta"] = json.dumps(dict(sysmeta), sort_keys=True)
     if byte_range is not None:
         values["range"] = f"{byte_range[0]}-{byte_range[1]}"
-    headers = {"X-Run-Storlet": storlet_name(filter_name)}
+    headers = {"X-Run-Storlet": storlet}
     for n, (key, value) in enumerate(sorted(values.items()), start=1):
         # Storlets unquotes each header value, then splits it at the first ':'.
         headers[f"X-Storlet-Parameter-{n}"] = quote(f"{key}:{value}", safe=":")

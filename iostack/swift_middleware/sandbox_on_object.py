@@ -34,7 +34,7 @@ from swift.common.utils import close_if_possible
 
 from iostack.filters.base import FilterContext, check_range
 from iostack.filters.errors import FilterError, IntegrityError
-from iostack.storlet_runtime.packaging import storlet_headers
+from iostack.storlet_runtime.packaging import storlet_run_headers
 from iostack.swift_middleware.sandboxed import SandboxedView
 from iostack.swift_middleware.source import ObjectChanged, SwiftObjectSource
 
@@ -58,11 +58,10 @@ class ObjectNodeSandboxedView(SandboxedView):
         check_range(start, end, self.length)
         if start == end:
             return
-        headers = storlet_headers(
+        headers = storlet_run_headers(
             self.storlet, "decode", sysmeta=self.filter_sysmeta, byte_range=(start, end),
             account=self.context.account, container=self.context.container,
             obj=self.context.obj)
-        headers["X-Run-Storlet"] = self.storlet  # uploaded filters keep their own names
         try:
             resp = self.source.pinned_get({**headers, **self._storlet_options()})
         except ObjectChanged:
@@ -75,16 +74,10 @@ class ObjectNodeSandboxedView(SandboxedView):
             close_if_possible(resp.app_iter)
             yield from super().read(start, end)
             return
-        received = 0
         try:
-            for chunk in resp.app_iter:
-                received += len(chunk)
-                yield chunk
+            yield from self._exactly(resp.app_iter, end - start, " at the object servers")
         finally:
             close_if_possible(resp.app_iter)
-        if received != end - start:
-            raise FilterError(f"sandboxed filter {self.storlet} returned {received} bytes "
-                              f"for a range of {end - start} at the object server")
 
     def _storlet_options(self) -> dict[str, str]:
         """``X-Storlet-*`` headers from the storlet's registration, as Storlets' proxy adds them."""

@@ -108,13 +108,17 @@ class SandboxedView:
                 self.lower.read(0, self.lower.length))
         except Exception as exc:  # noqa: BLE001 - the gateway's errors have many types
             raise FilterError(f"sandboxed filter {self.storlet}: {_reason(exc)}") from exc
+        yield from self._exactly(output, end - start)
+
+    def _exactly(self, output: Iterable[bytes], expected: int, where: str = "") -> Iterator[bytes]:
+        """``output``, checked to hold the ``expected`` number of bytes."""
         received = 0
         for chunk in output:
             received += len(chunk)
             yield chunk
-        if received != end - start:
+        if received != expected:
             raise FilterError(f"sandboxed filter {self.storlet} returned {received} bytes "
-                              f"for a range of {end - start}")
+                              f"for a range of {expected}{where}")
 
 
 def _reason(exc: Exception) -> str:

@@ -91,7 +91,7 @@ class SwiftObjectSource:
             reason = b"".join(resp.app_iter)[:300].decode(errors="replace").strip() \
                 if resp.content_type == "text/plain" else ""
             close_if_possible(resp.app_iter)
-            raise IntegrityError(" ".join(("read of stored bytes failed:", resp.status, reason)))
+            raise IntegrityError(f"read of stored bytes failed: {resp.status} {reason}".strip())
         return resp
 
     def _read_ranged(self, start: int, end: int) -> Iterator[bytes]:
