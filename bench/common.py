@@ -275,14 +275,21 @@ class Policies:
 
 
 def start_proxy(info: dict, manager: ProcessManager, name: str, iostack: bool = True,
-                cache: dict | None = None) -> int:
-    """A proxy like the all-in-one's, with or without ``iostack`` and the cache (its config)."""
+                cache: dict | None = None, metrics: bool | None = None) -> int:
+    """A proxy like the all-in-one's, with or without ``iostack`` and the cache (its config).
+
+    ``metrics`` keeps the metric middleware; by default it goes with ``iostack``, so a
+    proxy without ``iostack`` is plain Swift.
+    """
     swift_dir = Path(info["swift_dir"])
     conf = ConfigParser(interpolation=None)
     conf.read(swift_dir / "proxy-server.conf")
     pipeline = [f for f in conf["pipeline:main"]["pipeline"].split() if f != "iostack_cache"]
+    if not (iostack if metrics is None else metrics):
+        pipeline.remove("iostack_metrics")
     if not iostack:
         pipeline.remove("iostack")
+        pipeline.remove("iostack_qos")
     elif cache is not None:
         pipeline.insert(pipeline.index("iostack") + 1, "iostack_cache")
         conf["filter:iostack_cache"] = {

@@ -8,11 +8,16 @@ on free ports, and stopped when the session ends. It returns the stack's
 ``aio.json`` as a dict; ``swift_for(tenant)`` connects to it as a tenant;
 ``policies`` adds policies through its controller and removes them after the test;
 ``stored`` and ``overwrite_stored`` read and replace bytes as the object servers hold them.
+``private_stack`` starts a second stack for one test module (with the module's
+``PRIVATE_STACK_ARGS``) and ``private_admin`` is its controller.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +27,7 @@ import swiftclient
 from swift.common import direct_client, utils
 from swift.common.ring import Ring
 
-from iostack.aio.session import StackStartError, running_stack
+from iostack.aio.session import StackStartError, aio_command, free_port_args, running_stack
 from iostack.controller.client import ControllerClient
 
 CHECKOUT = Path(__file__).resolve().parents[1]
@@ -36,6 +41,31 @@ def aio() -> Any:
             yield info
     except StackStartError as exc:
         pytest.fail(str(exc))
+
+
+@pytest.fixture(scope="module")
+def private_stack(request, tmp_path_factory) -> Iterator[dict[str, Any]]:
+    """A second all-in-one for one module: its own namespace and free ports, plus the
+    module's ``PRIVATE_STACK_ARGS`` (e.g. two proxies, a private broker); stopped after it."""
+    state_dir = tmp_path_factory.mktemp("stack") / "aio"
+    args = getattr(request.module, "PRIVATE_STACK_ARGS", ())
+    started = aio_command("start", state_dir, "--json", "--namespace",
+                          f"test-{uuid.uuid4().hex[:8]}", *args, *free_port_args())
+    if started.returncode != 0:
+        aio_command("stop", state_dir)
+        pytest.fail(f"the private stack did not start: {started.stderr}")
+    yield json.loads(started.stdout)
+    aio_command("stop", state_dir)
+    shutil.rmtree(state_dir, ignore_errors=True)
+
+
+@pytest.fixture
+def private_admin(private_stack) -> Iterator[ControllerClient]:
+    """The private stack's controller as admin; the test's policies are removed after it."""
+    client = ControllerClient(private_stack["controller_url"], private_stack["admin_token"])
+    yield client
+    for record in client.policies():
+        client.delete_policy(record["id"])
 
 
 @pytest.fixture(scope="session")

@@ -84,6 +84,7 @@ def summary(info: dict[str, Any]) -> str:
         "  " + shlex.join([str(swift), "-A", info["auth_url"], "-U", t1["user"], "-K", t1["key"],
                            "stat"]),
         "  " + shlex.join([str(Path(sys.executable).with_name("iostack")), "policy", "list"]),
+        "  " + shlex.join([str(Path(sys.executable).with_name("iostack")), "metrics", "watch"]),
     ]
     return "\n".join(lines)
 

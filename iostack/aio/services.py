@@ -229,7 +229,9 @@ class Services:
         )
         conf.chmod(0o600)
         (base / "enabled_plugins").write_text("[].\n", encoding="utf-8")
-        # Our own epmd on a private port, so nothing of ours outlives stop.
+        # Our own epmd on a private port, so nothing of ours outlives stop. One left from
+        # a broker that died serves no one and listens on a port chosen then: replace it.
+        self.processes.stop("epmd")
         self.processes.start("epmd", [epmd, "-port", str(epmd_port), "-address", "127.0.0.1"])
         self._wait("epmd", lambda: port_open("127.0.0.1", epmd_port))
         env = dict(os.environ)

@@ -22,7 +22,8 @@ from typing import Any
 from iostack.aio.services import free_port
 from iostack.aio.state import AioNotRunning, load_aio_info
 
-PORT_SETTINGS = ("proxy", "account", "container", "object", "controller", "block", "iscsi")
+PORT_SETTINGS = ("proxy", "proxy2", "account", "container", "object", "controller", "block",
+                 "iscsi")
 
 
 class StackStartError(RuntimeError):
@@ -69,7 +70,9 @@ def running_stack(private_root: Path) -> Iterator[dict[str, Any]]:
         yield running
         return
     state_dir = private_root / str(os.getpid())
-    started = aio_command("start", state_dir, "--json", *free_port_args())
+    # Its own namespace: Redis and RabbitMQ may be shared with other stacks.
+    started = aio_command("start", state_dir, "--json", "--namespace",
+                          f"iostack-{os.getpid()}", *free_port_args())
     if started.returncode != 0:
         aio_command("stop", state_dir)
         raise StackStartError(f"all-in-one did not start:\n{started.stdout}\n{started.stderr}")

@@ -29,12 +29,13 @@ from iostack.aio.services import (
     wait_until,
 )
 from iostack.aio.state import AIO_INFO_FILE, write_private_json
-from iostack.aio.swift import DAEMONS, SERVERS, SwiftLayout, tenant_account, tenant_user
+from iostack.aio.swift import DAEMONS, SwiftLayout, tenant_account, tenant_user
 
 CONTROLLER = "controller"
 BLOCK_BRIDGE = "block-bridge"
 # Stop order: clients of a service before the service.
-STOP_ORDER = (BLOCK_BRIDGE, CONTROLLER, "proxy", *DAEMONS, "object", "container", "account")
+STOP_ORDER = (BLOCK_BRIDGE, CONTROLLER, "proxy", "proxy2", *DAEMONS, "object", "container",
+              "account")
 DEMO_VOLUME = {"name": "demo", "size": 64 << 20, "filters": "xor(key=0x5a)>bitrev"}
 
 
@@ -90,16 +91,15 @@ class AllInOne:
         redis = self.services.ensure("redis", cfg.redis_url)
         amqp = self.services.ensure("rabbitmq", cfg.amqp_url)
 
-        layout = SwiftLayout(cfg, secrets, memcache.url, redis.url)
+        layout = SwiftLayout(cfg, secrets, memcache.url, redis.url, amqp.url)
         layout.prepare()
-        for server in ("account", "container", "object", *DAEMONS, "proxy"):
-            port = layout.server_port(server) if server in SERVERS else None
+        for server in ("account", "container", "object", *DAEMONS, *layout.proxies):
+            port = None if server in DAEMONS else layout.server_port(server)
             self._start_process(server, layout.command(server), port)
-        for server in SERVERS:
+        for server in layout.servers:
             self._wait_port(server, layout.server_port(server))
-        self._wait_for(
-            "proxy", lambda: _http_ok(f"{cfg.proxy_url}/healthcheck"), "healthcheck"
-        )
+        for server, url in zip(layout.proxies, cfg.proxy_urls, strict=True):
+            self._wait_for(server, lambda url=url: _http_ok(f"{url}/healthcheck"), "healthcheck")
 
         controller_url = f"http://{cfg.host}:{cfg.controller_port}"
         controller_conf = self.state_dir / "etc" / "controller.json"
@@ -110,6 +110,11 @@ class AllInOne:
             "amqp_url": amqp.url,
             "admin_token": secrets["controller_token"],
             "state_dir": str(self.state_dir),
+            "key_prefix": cfg.key_prefix,
+            "namespace": cfg.namespace,
+            "actor_hold_seconds": cfg.actor_hold,
+            "qos_capacity_get": cfg.qos_capacity_get,
+            "qos_capacity_put": cfg.qos_capacity_put,
             # Lets tenants read their own policies with their Swift token.
             "swift_url": cfg.proxy_url,
             "tenants": list(aio_secrets.TENANTS),
@@ -221,10 +226,13 @@ class AllInOne:
             "state_dir": str(self.state_dir),
             "auth_url": f"{proxy}/auth/v1.0",
             "swift_url": proxy,
+            "proxy_urls": self.config.proxy_urls,
             "s3_url": proxy,
             "s3_region": "us-east-1",
             "redis_url": redis_url,
             "amqp_url": amqp_url,
+            "namespace": self.config.namespace,
+            "key_prefix": self.config.key_prefix,
             "memcache_url": memcache_url,
             "controller_url": controller_url,
             "admin_token": secrets["controller_token"],
@@ -250,7 +258,8 @@ class AllInOne:
             if not info.private:
                 rows.append(ComponentStatus(name, port_open(*host_port(info.url)),
                                             None, f"external {redact(info.url)}"))
-        for name in sorted(set(self.processes.names()) | set(STOP_ORDER)):
+        expected = set(STOP_ORDER) - ({"proxy2"} if self.config.proxies < 2 else set())
+        for name in sorted(set(self.processes.names()) | expected):
             proc = self.processes.find(name)
             rows.append(ComponentStatus(name, proc is not None, proc.pid if proc else None,
                                         str(self.processes.log_file(name))))

@@ -40,14 +40,22 @@ PROXY_CACHE_SIZE = 256 << 20  # bytes of the all-in-one's proxy cache (<state di
 PROXY_PIPELINE = [
     "catch_errors", "gatekeeper", "healthcheck", "proxy-logging", "cache",
     "listing_formats", "bulk", "tempurl", "ratelimit", "s3api", "tempauth",
+    "iostack_metrics", "iostack_qos",
     "storlet_handler", "copy", "container-quotas", "account-quotas", "slo", "dlo",
     "versioned_writes", "symlink", "iostack", "iostack_cache", "proxy-logging", "proxy-server",
 ]
+# Metrics are counted right after auth: what tenants asked for, once per request;
+# bandwidth SLOs shape it right there too.
 # Policy enforcement sits, like Swift's encryption, below copy/slo/dlo so that
 # their sub-requests (copies, large-object segments) are filtered too.
 # The proxy cache sits right below it and keeps stored (encoded) bytes.
 # Storlets (X-Run-Storlet) sit right after auth and above copy/slo, which they
 # handle themselves (copy with a storlet; running on assembled large objects).
+
+
+def _kind(server: str) -> str:
+    """``proxy`` for ``proxy2``: the kind of Swift server a process runs."""
+    return server.rstrip("0123456789")
 
 
 def tenant_user(tenant: str) -> str:
@@ -62,11 +70,12 @@ class SwiftLayout:
     """Paths and configs of the all-in-one's Swift."""
 
     def __init__(self, config: AioConfig, secrets: dict[str, str], memcache_url: str,
-                 redis_url: str) -> None:
+                 redis_url: str, amqp_url: str) -> None:
         self.config = config
         self.secrets = secrets
         self.memcache_url = memcache_url
         self.redis_url = redis_url
+        self.amqp_url = amqp_url
         self.key_file = config.state_dir / "etc" / "iostack-root.key"
         self.swift_dir = config.state_dir / "etc" / "swift"
         self.devices_dir = config.state_dir / "srv" / "node"
@@ -75,6 +84,15 @@ class SwiftLayout:
     @property
     def device_names(self) -> list[str]:
         return [f"d{i}" for i in range(1, self.config.replicas + 1)]
+
+    @property
+    def proxies(self) -> list[str]:
+        """The proxy servers' names: ``proxy``, and ``proxy2`` with two."""
+        return ["proxy", "proxy2"][:self.config.proxies]
+
+    @property
+    def servers(self) -> list[str]:
+        return [*SERVERS[:-1], *self.proxies]
 
     def conf_path(self, server: str) -> Path:
         return self.swift_dir / f"{server}-server.conf"
@@ -85,7 +103,7 @@ class SwiftLayout:
     def command(self, server: str) -> list[str]:
         """Command line of a server (``proxy`` ...) or a daemon (``container-updater``)."""
         conf = self.conf_path(DAEMONS.get(server, server))
-        section = server if server in DAEMONS else f"{server}-server"
+        section = server if server in DAEMONS else f"{_kind(server)}-server"
         return [sys.executable, "-m", "iostack.aio.swift_launcher",
                 str(self.swift_dir), str(conf), section]
 
@@ -98,7 +116,7 @@ class SwiftLayout:
         if not self.key_file.exists():
             create_key_file(self.key_file)
         self._write(self.swift_dir / "swift.conf", self._swift_conf())
-        for server in SERVERS:
+        for server in self.servers:
             self._write(self.conf_path(server), self._server_conf(server))
         storlet_conf.write_support_files(self.config.state_dir, self.swift_dir, self.memcache_url)
         self._build_rings()
@@ -128,7 +146,7 @@ class SwiftLayout:
             "devices": str(self.devices_dir),
             "mount_check": "false",
             "recon_cache_path": str(self.cache_dir),
-            "log_name": f"{server}-server",
+            "log_name": f"{_kind(server)}-server" if server == _kind(server) else server,
             "log_level": "INFO",
             "eventlet_debug": "false",
         }
@@ -136,14 +154,15 @@ class SwiftLayout:
     def _server_conf(self, server: str) -> ConfigParser:
         conf = ConfigParser(interpolation=None)
         conf["DEFAULT"] = self._defaults(server)
-        if server == "proxy":
+        if _kind(server) == "proxy":
             self._proxy_sections(conf)
             return conf
         # Storlets see what the IOStack object layer decodes, never stored bytes.
-        extra = " storlet_handler iostack" if server == "object" else ""
+        extra = " iostack_metrics storlet_handler iostack" if server == "object" else ""
         conf["pipeline:main"] = {"pipeline": f"healthcheck recon{extra} {server}-server"}
         conf[f"app:{server}-server"] = {"use": f"egg:swift#{server}"}
         if server == "object":
+            conf["filter:iostack_metrics"] = self._metrics_section("object")
             conf["filter:storlet_handler"] = storlet_conf.filter_section(
                 self.swift_dir, "object", RESELLER_PREFIX.rstrip("_"))
             # No key file here: encryption runs only on proxies.
@@ -173,15 +192,21 @@ class SwiftLayout:
         conf["filter:iostack"] = {
             "use": "egg:iostack#iostack_proxy",
             "redis_url": self.redis_url,
-            "key_prefix": "iostack:",
+            "key_prefix": self.config.key_prefix,
             "key_file": str(self.key_file),
+        }
+        conf["filter:iostack_metrics"] = self._metrics_section("proxy")
+        conf["filter:iostack_qos"] = {
+            "use": "egg:iostack#iostack_qos", "amqp_url": self.amqp_url,
+            "namespace": self.config.namespace, "redis_url": self.redis_url,
+            "key_prefix": self.config.key_prefix,
         }
         conf["filter:iostack_cache"] = {
             "use": "egg:iostack#iostack_cache",
             "cache_dir": str(self.config.state_dir / "proxy-cache"),
             "cache_size": str(PROXY_CACHE_SIZE),
             "redis_url": self.redis_url,
-            "key_prefix": "iostack:",
+            "key_prefix": self.config.key_prefix,
         }
         conf["filter:storlet_handler"] = storlet_conf.filter_section(
             self.swift_dir, "proxy", RESELLER_PREFIX.rstrip("_"))
@@ -192,6 +217,11 @@ class SwiftLayout:
         for name in PROXY_PIPELINE[:-1]:
             if not conf.has_section(f"filter:{name}"):
                 conf[f"filter:{name}"] = {"use": f"egg:swift#{name.replace('-', '_')}"}
+
+    def _metrics_section(self, stage: str) -> dict[str, str]:
+        return {"use": "egg:iostack#iostack_metrics", "stage": stage,
+                "amqp_url": self.amqp_url, "namespace": self.config.namespace,
+                "interval": str(self.config.metrics_interval)}
 
     def _build_rings(self) -> None:
         from swift.common.ring import RingBuilder

@@ -43,7 +43,7 @@ def test_secrets_are_generated_once_private_and_distinct(tmp_path):
 def test_swift_layout_writes_private_configs_and_rings(tmp_path):
     config = AioConfig.load(tmp_path, {"replicas": 3, "proxy_port": 18080})
     layout = SwiftLayout(config, secrets.load_or_create(tmp_path), "127.0.0.1:11211",
-                         "redis://127.0.0.1:6379/0")
+                         "redis://127.0.0.1:6379/0", "amqp://u:p@127.0.0.1:5672/%2F")
     layout.prepare()
     proxy = ConfigParser(interpolation=None)
     proxy.read(layout.conf_path("proxy"))
@@ -53,6 +53,8 @@ def test_swift_layout_writes_private_configs_and_rings(tmp_path):
         "pipeline"].index("tempauth")
     for name in PROXY_PIPELINE[:-1]:
         assert proxy.has_section(f"filter:{name}"), name
+    assert proxy["filter:iostack_metrics"]["amqp_url"] == "amqp://u:p@127.0.0.1:5672/%2F"
+    assert proxy["filter:iostack_metrics"]["namespace"] == config.namespace
     assert stat.S_IMODE(layout.conf_path("proxy").stat().st_mode) == 0o600
     assert sorted(p.name for p in layout.devices_dir.iterdir()) == ["d1", "d2", "d3"]
 
