@@ -1,1 +1,7 @@
-"""Workload metrics (ARCHITECTURE §3.7): not built yet; no issue has asked for it so far."""
+"""Workload metrics (ARCHITECTURE §3.7): counted in the servers, published to RabbitMQ, aggregated.
+
+``middleware`` counts requests in proxies and object servers (``counters``)
+and publishes a batch per interval through ``bus``; the controller feeds
+the batches to an ``aggregator``, whose closed intervals drive the policy
+actors (``iostack.controller.actors``). See ``docs/monitoring.md``.
+"""
