@@ -25,6 +25,7 @@ from flask import Blueprint, Flask, Response, current_app, g, jsonify, request
 from werkzeug.exceptions import HTTPException
 
 from iostack.controller.auth import Authenticator, AuthError, Principal, request_token
+from iostack.controller.control_loop import ControlLoop
 from iostack.controller.keys import KeySpace
 from iostack.controller.openapi import openapi_document
 from iostack.controller.registry import Registries, RegistryError
@@ -50,6 +51,8 @@ class Controller:
         self.store = PolicyStore(self.redis, self.keys, self.registries)
         self.auth = Authenticator(config)
         self.code_dir = Path(config["state_dir"]) / "filter-code"
+        # Set by the server when it runs the metric loop (tests of the API alone have none).
+        self.control_loop: ControlLoop | None = None
 
 
 def create_app(config: dict[str, Any], client: redis.Redis | None = None) -> Flask:
@@ -172,10 +175,20 @@ def _policy_text() -> str:
     return _field(_body(), "text")
 
 
+def _with_actors(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Policy records with their actor's state (dynamic policies), secrets hidden."""
+    ctl = _ctl()
+    dynamic = [r["id"] for r in records if r.get("dynamic")]
+    states = ctl.redis.hmget(ctl.keys.actors, dynamic) if dynamic else []
+    actors = {pid: json.loads(raw) for pid, raw in zip(dynamic, states, strict=True) if raw}
+    return [_redact(r) | ({"actor": actors[r["id"]]} if r["id"] in actors else {})
+            for r in records]
+
+
 @bp.get("/policies")
 def list_policies():
     _admin()
-    return jsonify(policies=[_redact(r) for r in _ctl().store.list()])
+    return jsonify(policies=_with_actors(_ctl().store.list()))
 
 
 @bp.post("/policies")
@@ -199,7 +212,7 @@ def validate_policies():
 @bp.get("/policies/<pid>")
 def get_policy(pid: str):
     _admin()
-    return jsonify(_redact(_ctl().store.get(pid)))
+    return jsonify(_with_actors([_ctl().store.get(pid)])[0])
 
 
 @bp.delete("/policies/<pid>")
@@ -254,6 +267,72 @@ def _explain_volume(data: dict[str, Any]):
     resolution = _ctl().store.block_stack(volume, group).to_json()
     _redact_params(resolution["pipeline"])
     return jsonify(request={"volume": volume, "storage_group": group}, **resolution)
+
+
+# -- metrics --------------------------------------------------------------------
+
+
+def _control_loop() -> ControlLoop:
+    loop = _ctl().control_loop
+    if loop is None:
+        raise RegistryError("this controller does not collect metrics", 503)
+    return loop
+
+
+def _metric_target(target: str) -> tuple[str | list[str], str]:
+    """A metric target as written -> (what the aggregator selects, the account it is in)."""
+    registries = _ctl().registries
+    if target.lower().startswith(("group:", "g:")):
+        name = target.split(":", 1)[1]
+        return registries.vocabulary().groups.get(name, []), ""
+    if target == "*":
+        return "*", ""
+    account, _, container = target.partition("/")
+    if account != "*":
+        account = registries.vocabulary().account(account)
+    return (f"{account}/{container}" if container else account), account
+
+
+@bp.get("/metrics/<metric>/<path:target>")
+def metric_series(metric: str, target: str):
+    metric = metric.upper()
+    _ctl().registries.get("metrics", metric)  # 404 for an unknown metric
+    selected, account = _metric_target(target)
+    principal = _principal(account or None)
+    if not principal.admin and not (account and account != "*" and principal.may_read(account)):
+        raise AuthError("a tenant may read its own account's metrics only", 403)
+    stage = request.args.get("stage", "proxy")
+    if stage not in ("proxy", "object"):
+        raise RegistryError("stage must be proxy or object")
+    last = request.args.get("last", type=int)
+    series = _control_loop().aggregator.series(metric, selected, stage, last)
+    return jsonify(metric=metric, target=target, stage=stage,
+                   values=[{"start": start, "value": value} for start, value in series])
+
+
+@bp.get("/monitoring")
+def monitoring():
+    _admin()
+    loop = _control_loop()
+    aggregator = loop.aggregator
+    latest = aggregator.latest()
+    metrics = sorted(_ctl().registries.list("metrics"))
+    targets = {}
+    if latest is not None:
+        targets = {name: {m: totals.value(m, latest.seconds) for m in metrics}
+                   for name, totals in sorted(latest.targets().items())}
+    return jsonify(
+        interval=latest.start if latest else None, seconds=latest.seconds if latest else None,
+        sources=aggregator.sources(), received=aggregator.received, late=aggregator.late,
+        lost=aggregator.lost, connected=loop.consumer.connected.is_set(), targets=targets,
+        actors=loop.actors.states())
+
+
+@bp.get("/qos")
+def qos_status():
+    _admin()
+    loop = _control_loop()
+    return jsonify(capacity=loop.qos.capacity, scopes=loop.qos.status())
 
 
 # -- registries -----------------------------------------------------------------

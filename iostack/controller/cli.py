@@ -10,6 +10,8 @@ stderr, with line and column for policy text), 3 controller unreachable.
     iostack policy add -f policies.txt
     iostack policy explain PUT /v1/AUTH_t1/logs/a.csv --size 2M --header X-Object-Meta-Class:hot
     iostack policy explain VOLUME vol7 --storage-group gold
+    iostack metrics watch                  # live per-tenant metrics and policy actors
+    iostack metric show PUTS_SEC t1 --last 30
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -60,9 +63,29 @@ def _actions(record: dict[str, Any]) -> str:
                      for a in record["actions"])
 
 
+def _actor(record: dict[str, Any]) -> str:
+    """A dynamic policy's actor in a few words: per target, its state and last values."""
+    actor = record.get("actor")
+    if not record.get("dynamic"):
+        return ""
+    if not actor:
+        return "waiting for metrics"
+    parts = [f"error: {actor['error']}"] if actor.get("error") else []
+    for target, state in actor.get("targets", {}).items():
+        values = ", ".join(f"{m}={_number(v)}" for m, v in (state.get("values") or {}).items())
+        parts.append(f"{target.split(':', 1)[1]} {state['state']}"
+                     + (f" ({values})" if values else ""))
+    return "; ".join(parts)
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
 def _policy_rows(records: list[dict[str, Any]]) -> str:
-    return table(["ID", "STATUS", "TARGETS", "ACTIONS", "TEXT"],
-                 [[r["id"], r["status"], _targets(r), _actions(r), r["text"]] for r in records])
+    return table(["ID", "STATUS", "TARGETS", "ACTIONS", "ACTOR", "TEXT"],
+                 [[r["id"], r["status"], _targets(r), _actions(r), _actor(r), r["text"]]
+                  for r in records])
 
 
 def _warnings(result: dict[str, Any]) -> None:
@@ -240,6 +263,82 @@ def metric_add(client: ControllerClient, args) -> Any:
     return result if args.json else print(f"metric {result['name']} ({result['kind']})")
 
 
+WATCH_COLUMNS = (("GETS/s", "GETS_SEC", 1), ("PUTS/s", "PUTS_SEC", 1),
+                 ("GET MB/s", "GET_BW", 1e6), ("PUT MB/s", "PUT_BW", 1e6),
+                 ("ACTIVE", "ACTIVE_REQUESTS", 1), ("GET p95 ms", "GET_LATENCY_P95", 1e-3),
+                 ("PUT p95 ms", "PUT_LATENCY_P95", 1e-3))
+
+
+def monitoring_view(snapshot: dict[str, Any]) -> str:
+    """The ``metric watch`` screen: every target's metrics in the last interval, and actors."""
+    if snapshot["interval"] is None:
+        return "no metrics yet (is the metric middleware in the proxy pipeline?)"
+    when = time.strftime("%H:%M:%S", time.localtime(snapshot["interval"]))
+    proxies = len(snapshot["sources"].get("proxy", []))
+    lines = [f"interval {when} ({snapshot['seconds']:g} s)  proxies {proxies}  "
+             f"batches {snapshot['received']}  late {snapshot['late']}  "
+             f"lost samples {snapshot['lost']}"
+             + ("" if snapshot["connected"] else "  BROKER UNREACHABLE"), ""]
+    rows = [[target] + [_number(None if values.get(metric) is None else values[metric] / scale)
+                        for _, metric, scale in WATCH_COLUMNS]
+            for target, values in snapshot["targets"].items()]
+    lines.append(table(["TARGET", *(c[0] for c in WATCH_COLUMNS)], rows))
+    for pid, actor in sorted(snapshot["actors"].items()):
+        lines.append(f"{pid}: {_actor({'dynamic': True, 'actor': actor})}")
+    return "\n".join(lines)
+
+
+def metric_watch(client: ControllerClient, args) -> Any:
+    shown = 0
+    while args.count is None or shown < args.count:
+        view = monitoring_view(client.monitoring())
+        if sys.stdout.isatty():
+            print("\033[H\033[2J", end="")  # clear the screen between refreshes
+        print(view, flush=True)
+        shown += 1
+        if args.count is None or shown < args.count:
+            time.sleep(args.every)
+    return None
+
+
+def metric_show(client: ControllerClient, args) -> Any:
+    result = client.metric_series(args.metric, args.target, args.stage, args.last)
+    if args.json:
+        return result
+    print(table(["INTERVAL", result["metric"]],
+                [[time.strftime("%H:%M:%S", time.localtime(v["start"])), _number(v["value"])]
+                 for v in result["values"]]))
+    return None
+
+
+def _rate(value: float | None, direction: str) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.4g}/s" if direction == "ops" else f"{value / 1e6:.3g} MB/s"
+
+
+def qos_status(client: ControllerClient, args) -> Any:
+    result = client.qos()
+    if args.json:
+        return result
+    rows = []
+    for scope, row in sorted(result["scopes"].items()):
+        slo = row.get("slo") or {}
+        for direction in ("get", "put", "ops"):
+            target = slo.get(direction)
+            if not target and not (row.get(direction) or {}).get("achieved"):
+                continue
+            kind = "cap" if direction == "ops" or slo.get("mode") == "max" else "min"
+            rows.append([scope, direction, f"{kind} {_rate(target, direction)}" if target
+                         else "best effort", _rate(row[direction]["assigned"], direction),
+                         _rate(row[direction]["achieved"], direction)])
+    capacity = ", ".join(f"{d} {_rate(c, d) if c else 'unknown'}"
+                         for d, c in result["capacity"].items())
+    print(f"capacity: {capacity}")
+    print(table(["SCOPE", "DIR", "TARGET", "ASSIGNED", "ACHIEVED"], rows))
+    return None
+
+
 def group_set(client: ControllerClient, args) -> Any:
     result = client.put("groups", args.name, {"tenants": args.tenants})
     return result if args.json else print(f"group {args.name}: {', '.join(result['tenants'])}")
@@ -360,7 +459,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ]
     verbs = {}
     for command, kind, help_text, columns, row in simple:
-        verbs[command] = subparsers.add_parser(command, help=help_text).add_subparsers(
+        aliases = ["metrics"] if command == "metric" else []
+        verbs[command] = subparsers.add_parser(command, help=help_text,
+                                               aliases=aliases).add_subparsers(
             dest=f"{command}_command", required=True)
         _verb(verbs[command], "list", registry_list(kind, columns, row), f"list {help_text}",
               common)
@@ -371,6 +472,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     metric.add_argument("--kind", default="number",
                         choices=["number", "size", "rate", "ops", "duration"])
     metric.add_argument("--description", default="")
+    watch = _verb(verbs["metric"], "watch", metric_watch,
+                  "live view of every tenant's and container's metrics", common)
+    watch.add_argument("--every", type=float, default=1.0, help="seconds between refreshes")
+    watch.add_argument("--count", type=int, help="refresh this many times, then exit")
+    show = _verb(verbs["metric"], "show", metric_show, "recent values of a metric", common)
+    show.add_argument("metric", help="e.g. PUTS_SEC")
+    show.add_argument("target", help="*, t1, AUTH_t1/logs, */logs or group:NAME")
+    show.add_argument("--stage", default="proxy", choices=["proxy", "object"])
+    show.add_argument("--last", type=int, help="only the last N intervals")
     group = _verb(verbs["group"], "set", group_set, "set a group's tenants", common)
     group.add_argument("name")
     group.add_argument("tenants", nargs="*")
@@ -382,6 +492,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     common)
     objtype.add_argument("name")
     objtype.add_argument("patterns", nargs="+", help="regexes on object names, or mime:<regex>")
+
+    qos = subparsers.add_parser("qos", help="bandwidth SLOs").add_subparsers(
+        dest="qos_command", required=True)
+    _verb(qos, "status", qos_status, "per scope: target vs assigned vs achieved", common)
 
     tenant = subparsers.add_parser("tenant", help="known tenants").add_subparsers(
         dest="tenant_command", required=True)

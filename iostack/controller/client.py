@@ -106,6 +106,18 @@ class ControllerClient:
         return self.request("POST", "/explain", {"volume": volume,
                                                  "storage_group": storage_group})
 
+    def metric_series(self, metric: str, target: str, stage: str = "proxy",
+                      last: int | None = None) -> dict[str, Any]:
+        query = {"stage": stage} | ({"last": last} if last else {})
+        return self.request("GET", f"/metrics/{quote(metric, safe='')}/{quote(target, safe='/*')}",
+                            query=query)
+
+    def monitoring(self) -> dict[str, Any]:
+        return self.request("GET", "/monitoring")
+
+    def qos(self) -> dict[str, Any]:
+        return self.request("GET", "/qos")
+
     def registry(self, kind: str) -> dict[str, Any]:
         return self.request("GET", f"/{kind}")[kind]
 

@@ -19,6 +19,8 @@ key (after the prefix)                type     value
 ``rules:<level>:<target>``            hash     rule id -> rule JSON (compiled pipeline entries)
 ``objrules``                          hash     ``account/container`` -> its object-level rules
 ``version``                           string   bumped by every change (INCR)
+``actors``                            hash     policy id -> its actor's state JSON
+``qos``                               hash     bandwidth scope -> SLO, assigned vs achieved
 ``invalidate``                        channel  pub/sub: the new version after each change
 ``cache:invalidate``                  channel  pub/sub: object paths written through a proxy
                                                (the proxy cache drops them; see
@@ -52,6 +54,8 @@ class KeySpace:
         self.policy_seq = prefix + "policy_seq"
         self.objrules = prefix + "objrules"
         self.version = prefix + "version"
+        self.actors = prefix + "actors"
+        self.qos = prefix + "qos"
         self.invalidate = prefix + "invalidate"
         self.cache_invalidate = prefix + "cache:invalidate"
 

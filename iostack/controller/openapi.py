@@ -66,6 +66,20 @@ def openapi_document() -> dict[str, Any]:
                 "volume": {"type": "string"}, "storage_group": {"type": "string"}}})},
         "/v1/tenants": {"get": _op("Known tenants (accounts)")},
         "/v1/tenants/{name}": {"put": _op("Record a known tenant", "201", params=[name])},
+        "/v1/metrics/{metric}/{target}": {"get": _op(
+            "Recent values of a metric for a target (admin, or the tenant the target is in)",
+            params=[_path_param("metric", "e.g. PUTS_SEC"),
+                    _path_param("target", "*, a tenant (t1 or AUTH_t1), a container "
+                                "(AUTH_t1/logs, */logs) or group:<name>"),
+                    {"name": "stage", "in": "query",
+                     "schema": {"enum": ["proxy", "object"]}},
+                    {"name": "last", "in": "query", "schema": {"type": "integer"}}])},
+        "/v1/monitoring": {"get": _op(
+            "The last closed interval: every target's metrics, the sources heard from, "
+            "lost and late samples, and the policy actors' state (admin)")},
+        "/v1/qos": {"get": _op(
+            "Bandwidth SLOs per scope: target, rate assigned over all proxies and achieved, "
+            "per direction, for the last interval; the configured capacity (admin)")},
         "/v1/filters/{name}/code": {
             "put": _op("Upload a filter's code (runs sandboxed as a Storlet)", "201",
                        {"type": "string", "format": "binary"}, [name],

@@ -9,10 +9,13 @@ all-in-one does this). FILE is JSON:
 - optional: ``key_prefix`` (``iostack:``), ``reseller_prefix`` (``AUTH_``),
   ``max_body_bytes`` (1 MiB), ``keystone`` and ``swift_url`` (see
   ``auth``), ``auth_cache_seconds`` (60), ``tenants`` (names or accounts
-  recorded as known at start, so policies on them raise no warning).
+  recorded as known at start, so policies on them raise no warning);
+  ``namespace``, ``metrics_grace``, ``metrics_history``,
+  ``actor_hold_seconds`` (see ``control_loop``).
 
 On start it seeds the built-in vocabulary into Redis (idempotent, keeps
-administrator changes), then serves the API with werkzeug's threaded WSGI
+administrator changes), starts the metric loop (RabbitMQ consumer,
+aggregation, policy actors: ``control_loop``), then serves the API with werkzeug's threaded WSGI
 server (no debugger, no reloader) until SIGTERM or SIGINT.
 """
 
@@ -29,6 +32,7 @@ from typing import Any
 from werkzeug.serving import make_server
 
 from iostack.controller.api import create_app
+from iostack.controller.control_loop import ControlLoop
 
 REQUIRED = ("host", "port", "redis_url", "amqp_url", "admin_token", "state_dir")
 LOG = logging.getLogger("iostack.controller")
@@ -56,6 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     for tenant in config.get("tenants", ()):
         registries.add_tenant(tenant)
     LOG.info("vocabulary seeded (%d new entries)", len(added))
+    ctl = app.extensions["iostack"]
+    ctl.control_loop = ControlLoop(config, ctl.redis, ctl.keys, ctl.store, registries)
+    ctl.control_loop.start()
     server = make_server(config["host"], int(config["port"]), app, threaded=True)
 
     def stop(signum, frame):
@@ -66,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, stop)
     LOG.info("controller listening on http://%s:%s", config["host"], server.server_port)
     server.serve_forever()
+    ctl.control_loop.stop()
     return 0
 
 

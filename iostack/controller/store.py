@@ -10,9 +10,10 @@ retry with fresh data instead of writing rules checked against stale ones.
 A policy record (``policies`` hash, JSON) holds the text, the checked form
 (targets, condition, object conditions, actions), its rules, the warnings
 and ``status``: ``active`` for static policies; ``stored`` for dynamic ones
-while their condition does not hold, ``enforced`` while it does. Actors
-(the monitoring issue) call ``enforce``/``revert``, which write or remove the
-policy's rules atomically, like any other change.
+while none of their rules is in force, ``enforced`` while some are, and
+``in_force`` lists those rule ids. Policy actors (``actors``) call
+``enforce``/``revert`` per target, which write or remove that target's rules
+atomically, like any other change.
 """
 
 from __future__ import annotations
@@ -31,7 +32,21 @@ from iostack.controller.resolve import Level, RequestInfo, Resolution, resolve, 
 from iostack.dsl.checker import check_text
 
 MAX_RETRIES = 20
-IN_FORCE = ("active", "enforced")  # statuses whose rules are in ``rules:*``
+
+
+def in_force_rules(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rules of a policy record that are in ``rules:*`` now.
+
+    Static policies: all of them. Dynamic ones: those their actor enforced
+    (``in_force``; records written before per-target enforcement say only
+    ``status: enforced``, meaning all).
+    """
+    if not record["dynamic"]:
+        return record["rules"]
+    if "in_force" not in record:
+        return record["rules"] if record["status"] == "enforced" else []
+    ids = set(record["in_force"])
+    return [rule for rule in record["rules"] if rule["id"] in ids]
 
 
 class PolicyStore:
@@ -177,7 +192,7 @@ class PolicyStore:
             if raw is None:
                 raise RegistryError(f"no policy {pid!r}", status=404)
             record = json.loads(raw)
-            rules = record["rules"] if record["status"] in IN_FORCE else []
+            rules = in_force_rules(record)
             counts = self._object_rule_counts(pipe, rules)
             pipe.multi()
             for rule in rules:
@@ -191,15 +206,23 @@ class PolicyStore:
 
     # -- dynamic policies (for their actors) --------------------------------------
 
-    def enforce(self, pid: str) -> bool:
-        """Write a dynamic policy's rules; False if they were already in force."""
-        return self._switch(pid, "enforced")
+    def enforce(self, pid: str, target: tuple[str, str] | None = None) -> bool:
+        """Write a dynamic policy's rules (of one ``(level, target)`` only, if given).
 
-    def revert(self, pid: str) -> bool:
-        """Remove a dynamic policy's rules; False if they were not in force."""
-        return self._switch(pid, "stored")
+        False if they were all in force already.
+        """
+        return self._switch(pid, True, target)
 
-    def _switch(self, pid: str, status: str) -> bool:
+    def revert(self, pid: str, target: tuple[str, str] | None = None,
+               transient_only: bool = False) -> bool:
+        """Remove a dynamic policy's rules in force (of one target; only TRANSIENT ones).
+
+        False if none was in force.
+        """
+        return self._switch(pid, False, target, transient_only)
+
+    def _switch(self, pid: str, on: bool, target: tuple[str, str] | None,
+                transient_only: bool = False) -> bool:
         def switch(pipe: redis.client.Pipeline) -> bool:
             raw = pipe.hget(self.keys.policies, pid)
             if raw is None:
@@ -207,19 +230,29 @@ class PolicyStore:
             record = json.loads(raw)
             if not record["dynamic"]:
                 raise RegistryError(f"policy {pid} is static: it is always in force", 409)
-            if record["status"] == status:
-                return False
-            counts = self._object_rule_counts(pipe, record["rules"]) \
-                if status == "stored" else {}
-            pipe.multi()
-            if status == "enforced":
-                for command, args in self._rule_writes(record["rules"]):
-                    getattr(pipe, command)(*args)
+            in_force = {rule["id"] for rule in in_force_rules(record)}
+            chosen = [r for r in record["rules"]
+                      if target is None or (r["level"], r["target"]) == tuple(target)]
+            if on:
+                change = [r for r in chosen if r["id"] not in in_force]
             else:
-                for rule in record["rules"]:
+                change = [r for r in chosen if r["id"] in in_force
+                          and (r.get("transient") or not transient_only)]
+            if not change:
+                return False
+            counts = {} if on else self._object_rule_counts(pipe, change)
+            pipe.multi()
+            if on:
+                for command, args in self._rule_writes(change):
+                    getattr(pipe, command)(*args)
+                in_force |= {r["id"] for r in change}
+            else:
+                for rule in change:
                     pipe.hdel(self.keys.rules(rule["level"], rule["target"]), rule["id"])
                 self._write_counts(pipe, counts)
-            record["status"] = status
+                in_force -= {r["id"] for r in change}
+            record["in_force"] = [r["id"] for r in record["rules"] if r["id"] in in_force]
+            record["status"] = "enforced" if in_force else "stored"
             pipe.hset(self.keys.policies, pid, json.dumps(record))
             announce(pipe, self.keys)
             return True

@@ -28,7 +28,8 @@ def test_add_list_explain_rm(cli, api, tmp_path):
     ids = [p["id"] for p in json.loads(added.stdout)["policies"]]
     listed = cli("policy", "list")
     assert listed.returncode == 0
-    assert listed.stdout.splitlines()[0].split() == ["ID", "STATUS", "TARGETS", "ACTIONS", "TEXT"]
+    assert listed.stdout.splitlines()[0].split() == ["ID", "STATUS", "TARGETS", "ACTIONS", "ACTOR",
+                                                       "TEXT"]
     assert all(pid in listed.stdout for pid in ids)
     explained = cli("policy", "explain", "PUT", "/v1/AUTH_t1/logs/a.log", "--size", "2M",
                     "--header", "X-Object-Meta-Class:hot")

@@ -27,7 +27,8 @@ def test_openapi_documents_exactly_the_routes(client):
             for kind in kinds.split(", "):
                 routes |= {(f"{prefix}{kind}{rest}", m.lower()) for m in methods}
         else:
-            routes |= {(path.replace("{int:", "{"), m.lower()) for m in methods}
+            routes |= {(path.replace("{int:", "{").replace("{path:", "{"), m.lower())
+                       for m in methods}
     documented = {(path, method) for path, ops in openapi_document()["paths"].items()
                   for method in ops}
     assert routes == documented
@@ -186,3 +187,24 @@ def test_explain_a_volume(client, admin):
     result = client.post("/v1/explain", headers=admin, json={"volume": "v1"}).json
     assert result["request"] == {"volume": "v1", "storage_group": None}
     assert [(e["filter"], e["params"]) for e in result["pipeline"]] == [("xor", {"key": 7})]
+
+
+def test_metrics_routes_without_a_metric_loop_and_with_one(client, admin):
+    from iostack.monitoring.aggregator import Aggregator
+
+    assert client.get("/v1/monitoring", headers=admin).status_code == 503
+    assert client.get("/v1/metrics/PUTS_SEC/t1", headers=admin).status_code == 503
+    assert client.get("/v1/metrics/NO_SUCH/t1", headers=admin).status_code == 404
+
+    class Loop:  # what the routes read of a ControlLoop
+        aggregator = Aggregator()
+
+    client.application.extensions["iostack"].control_loop = Loop()
+    Loop.aggregator.add("k", {"source": "p", "stage": "proxy", "start": 1.0, "interval": 1.0,
+                              "samples": [{"account": "AUTH_t1", "container": "logs",
+                                           "ops": {"PUT": 4}}]})
+    Loop.aggregator.tick()
+    series = client.get("/v1/metrics/puts_sec/t1/logs?last=3", headers=admin).json
+    assert series["metric"] == "PUTS_SEC" and series["values"] == [{"start": 1.0, "value": 4.0}]
+    bad_stage = client.get("/v1/metrics/PUTS_SEC/t1?stage=container", headers=admin)
+    assert bad_stage.status_code == 400 and "stage" in bad_stage.json["error"]

@@ -206,3 +206,21 @@ def test_actors_enforce_and_revert_dynamic_policies(store, redis_client, keys):
     (static,) = store.submit("FOR TENANT t1 DO SET noop")["policies"]
     with pytest.raises(RegistryError, match="static"):
         store.enforce(static["id"])
+
+
+def test_enforce_and_revert_per_target_and_only_transient_rules(store, registries):
+    registries.add_tenant("t2")
+    (record,) = store.submit("FOR TENANT t1, TENANT t2 WHEN PUTS_SEC > 3 "
+                             "DO SET noop TRANSIENT, SET compression")["policies"]
+    pid = record["id"]
+    assert store.enforce(pid, ("tenant", "AUTH_t1")) is True
+    assert {e.filter for e in explain(store, "PUT", "/v1/AUTH_t1/c/o").pipeline} == {
+        "noop", "compression"}
+    assert explain(store, "PUT", "/v1/AUTH_t2/c/o").pipeline == []
+    assert store.revert(pid, ("tenant", "AUTH_t1"), transient_only=True) is True
+    assert [e.filter for e in explain(store, "PUT", "/v1/AUTH_t1/c/o").pipeline] == [
+        "compression"]
+    assert store.get(pid)["status"] == "enforced"
+    assert store.revert(pid, ("tenant", "AUTH_t1"), transient_only=True) is False
+    store.delete(pid)
+    assert explain(store, "PUT", "/v1/AUTH_t1/c/o").pipeline == []
