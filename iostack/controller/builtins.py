@@ -14,9 +14,10 @@ from collections.abc import Callable
 from typing import Any
 
 from iostack.block_bridge.catalog import block_filters, block_validators
-from iostack.dsl.vocabulary import Metric, QosClass
+from iostack.dsl.vocabulary import QosClass
 from iostack.filters.metadata import FilterMetadata
 from iostack.filters.registry import builtin_metadata, get_filter
+from iostack.monitoring.aggregator import METRICS  # noqa: F401 - the seeded metrics
 
 
 def builtin_filters() -> list[FilterMetadata]:
@@ -29,20 +30,14 @@ def builtin_validators() -> dict[str, Callable[[dict[str, Any]], None]]:
     return library | block_validators()
 
 
-METRICS = (
-    Metric("GETS_SEC", "number", "GET requests per second"),
-    Metric("PUTS_SEC", "number", "PUT requests per second"),
-    Metric("GET_BW", "rate", "bytes per second read by GETs"),
-    Metric("PUT_BW", "rate", "bytes per second written by PUTs"),
-    Metric("ACTIVE_REQUESTS", "number", "requests in progress"),
-    Metric("LATENCY", "duration", "mean request latency"),
-)
-
 # Classes only use library filters, so they check on a fresh stack.
 CLASSES = (
-    QosClass("GOLD", "SET caching WITH head=16M", "hot data: larger flash-cached object heads"),
-    QosClass("SILVER", "SET caching WITH head=1M", "warm data: small flash-cached heads"),
-    QosClass("BRONZE", "SET compression WITH algorithm=zstd", "cold data: store less"),
+    QosClass("GOLD", "SET caching WITH head=16M, SET bandwidth WITH share=4",
+             "hot data: larger flash-cached object heads, 4 shares of spare bandwidth"),
+    QosClass("SILVER", "SET caching WITH head=1M, SET bandwidth WITH share=2",
+             "warm data: small flash-cached heads, 2 shares of spare bandwidth"),
+    QosClass("BRONZE", "SET compression WITH algorithm=zstd, SET bandwidth WITH share=1",
+             "cold data: store less, 1 share of spare bandwidth"),
 )
 
 OBJECT_TYPES = {

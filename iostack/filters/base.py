@@ -123,7 +123,8 @@ class FilterSpec:
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
-_INTEGER_TYPES = {"int", "size", "rate", "duration"}
+_INTEGER_TYPES = {"int", "size", "rate"}
+_REAL_TYPES = {"float", "duration"}  # durations are seconds, fractions included (250ms)
 
 
 def resolve_params(metadata: FilterMetadata, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -147,10 +148,10 @@ def _coerce(filter_name: str, param: Param, value: Any) -> Any:
     def fail(reason: str) -> ParamError:
         return ParamError(filter_name, param.name, reason)
 
-    if param.type in _INTEGER_TYPES or param.type == "float":
-        number = _number(value, integer=param.type != "float")
+    if param.type in _INTEGER_TYPES or param.type in _REAL_TYPES:
+        number = _number(value, integer=param.type not in _REAL_TYPES)
         if number is None:
-            kind = "a number" if param.type == "float" else "an integer"
+            kind = "a number" if param.type in _REAL_TYPES else "an integer"
             raise fail(f"expected {kind}{_unit(param)}, got {value!r}")
         if param.minimum is not None and number < param.minimum:
             raise fail(f"{number} is below the minimum {param.minimum:g}{_unit(param)}")

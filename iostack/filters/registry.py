@@ -16,7 +16,7 @@ from iostack.filters.base import FilterSpec
 from iostack.filters.errors import UnknownFilterError
 from iostack.filters.metadata import FilterMetadata
 
-BUILTIN_MODULES = ("noop", "compression", "encryption", "caching")
+BUILTIN_MODULES = ("noop", "compression", "encryption", "caching", "bandwidth")
 
 
 @functools.cache

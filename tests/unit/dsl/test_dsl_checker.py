@@ -60,8 +60,10 @@ def test_classes_expand_and_can_be_defined_in_the_same_submission(vocab):
     platinum, gold, silver = result.policies
     assert [(a.filter, a.params, a.via_class) for a in platinum.actions] == [
         ("compression", {"level": 3}, "PLATINUM"), ("bandwidth", {"get": 10**9}, "PLATINUM")]
-    assert [(a.filter, a.params) for a in gold.actions] == [("caching", {"head": 16 << 20})]
-    assert [(a.verb, a.filter) for a in silver.actions] == [("delete", "caching")]
+    assert [(a.filter, a.params) for a in gold.actions] == [("caching", {"head": 16 << 20}),
+                                                            ("bandwidth", {"share": 4.0})]
+    assert [(a.verb, a.filter) for a in silver.actions] == [("delete", "caching"),
+                                                            ("delete", "bandwidth")]
 
 
 def test_block_targets_take_block_filters(vocab):

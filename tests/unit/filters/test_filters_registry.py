@@ -10,7 +10,7 @@ from iostack.filters.registry import builtin_metadata, filter_names, get_filter
 
 
 def test_builtin_filters_are_listed():
-    assert filter_names() == ["noop", "compression", "encryption", "caching"]
+    assert filter_names() == ["noop", "compression", "encryption", "caching", "bandwidth"]
 
 
 @pytest.mark.parametrize("metadata", builtin_metadata(), ids=lambda m: m.name)

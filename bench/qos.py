@@ -1,0 +1,142 @@
+"""Bandwidth SLOs: achieved vs target, fairness among best-effort tenants, capacity used.
+
+Starts a private all-in-one with two proxies and a configured GET capacity
+(``--capacity``, MB/s). For each cap X (5, 10, 20 MB/s by default) three
+tenants read 1 MiB objects through both proxies at once (``--clients`` per
+tenant per proxy): t1 is capped at X (``SET BANDWIDTH WITH get=X``), t2 and t3
+are best effort. A run with no policy at all is measured side by side as the
+baseline. Rates are taken from the bytes the clients receive over the last
+``--measure`` seconds of each ``--seconds`` run; each mix is repeated
+``--repeat`` times and the medians are reported.
+
+Printed: per cap, t1's target (its cap, or its max-min fair share of the
+capacity if that is smaller), achieved rate and relative error (median and
+worst over repeats), the best-effort tenants' rates and Jain's fairness index, and
+the total as a fraction of the configured capacity, next to the same total
+without shaping policies (what shaping costs).
+Targets: median error <= 5 %, worst <= 10 %; fairness >= 0.95.
+
+    .venv/bin/python bench/qos.py [--caps 5,10,20] [--capacity 50] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import requests
+import swiftclient
+from common import print_table
+
+from iostack.aio.session import aio_command, free_port_args
+from iostack.controller.client import ControllerClient
+from iostack.controller.qos import allocate
+
+MB = 1e6
+TENANTS = ("t1", "t2", "t3")
+
+
+def jain(rates: list[float]) -> float:
+    return sum(rates) ** 2 / (len(rates) * sum(r * r for r in rates)) if any(rates) else 1.0
+
+
+def run_load(info: dict, seconds: float, measure: float, clients: int) -> dict[str, float]:
+    """Bytes/s each tenant received over the last ``measure`` seconds of a run."""
+    received: dict[str, list[tuple[float, int]]] = {t: [] for t in TENANTS}
+    until = time.time() + seconds
+
+    def worker(tenant: str, proxy: str) -> None:
+        creds = info["tenants"][tenant]
+        session = requests.Session()
+        url = f"{proxy}/v1/{creds['account']}/bench-qos/o"
+        while time.time() < until:
+            with session.get(url, headers={"X-Auth-Token": creds["token"]}, stream=True) as resp:
+                for chunk in resp.iter_content(65536):
+                    received[tenant].append((time.time(), len(chunk)))
+
+    threads = [threading.Thread(target=worker, args=(t, p), daemon=True)
+               for t in TENANTS for p in info["proxy_urls"] for _ in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    start = until - measure
+    return {t: sum(n for when, n in got if start <= when < until) / measure
+            for t, got in received.items()}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--caps", default="5,10,20", help="t1's caps, MB/s")
+    parser.add_argument("--capacity", type=float, default=50, help="GET capacity, MB/s")
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--measure", type=float, default=5)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--clients", type=int, default=1, help="per tenant and proxy")
+    args = parser.parse_args()
+    caps = [float(c) for c in args.caps.split(",")]
+    state_dir = Path(tempfile.mkdtemp(prefix="iostack-bench-qos-"))
+    started = aio_command("start", state_dir, "--json", "--proxies", "2",
+                          "--namespace", f"bench-qos-{uuid.uuid4().hex[:6]}",
+                          "--qos-capacity-get", str(int(args.capacity * MB)),
+                          *free_port_args())
+    if started.returncode != 0:
+        print(started.stderr, file=sys.stderr)
+        return 1
+    try:
+        info = json.loads(started.stdout)
+        controller = ControllerClient(info["controller_url"], info["admin_token"])
+        for creds in info["tenants"].values():
+            conn = swiftclient.Connection(authurl=info["auth_url"], user=creds["user"],
+                                          key=creds["key"], retries=0)
+            conn.put_container("bench-qos")
+            conn.put_object("bench-qos", "o", b"x" * (1 << 20))
+            creds["token"] = conn.get_auth()[1]
+        baseline = [sum(run_load(info, args.seconds, args.measure, args.clients).values())
+                    for _ in range(args.repeat)]
+        rows = []
+        for cap in caps:
+            pid = controller.add_policies(
+                f"FOR TENANT t1 DO SET BANDWIDTH WITH get={cap:g}MBps")["policies"][0]["id"]
+            runs = [run_load(info, args.seconds, args.measure, args.clients)
+                    for _ in range(args.repeat)]
+            controller.delete_policy(pid)
+            # What t1 should get: its cap, or its fair share if that is smaller.
+            target = allocate({t: math.inf for t in TENANTS}, {"t1": cap * MB}, {}, {},
+                              args.capacity * MB)["t1"]
+            errors = [abs(r["t1"] - target) / target for r in runs]
+            fairness = [jain([r["t2"], r["t3"]]) for r in runs]
+            rows.append((
+                f"{cap:g}", f"{target / MB:.2f}",
+                f"{statistics.median(r['t1'] for r in runs) / MB:.2f}",
+                f"{100 * statistics.median(errors):.1f}", f"{100 * max(errors):.1f}",
+                f"{statistics.median(r['t2'] for r in runs) / MB:.2f}",
+                f"{statistics.median(r['t3'] for r in runs) / MB:.2f}",
+                f"{statistics.median(fairness):.3f}", f"{min(fairness):.3f}",
+                f"{statistics.median(sum(r.values()) for r in runs) / (args.capacity * MB):.2f}",
+                f"{statistics.median(baseline) / (args.capacity * MB):.2f}",
+            ))
+        print(f"Bandwidth SLOs, 2 proxies, GET capacity {args.capacity:g} MB/s, 3 tenants x "
+              f"{args.clients} client(s) per proxy, 1 MiB GETs; medians of {args.repeat} runs, "
+              f"rates over the last {args.measure:g} of {args.seconds:g} s")
+        print_table(("t1 cap MB/s", "t1 target", "t1 MB/s", "err % med", "err % worst", "t2 MB/s",
+                     "t3 MB/s", "Jain med", "Jain worst", "total/cap", "no-policy total/cap"),
+                    rows)
+        print("Targets: error median <= 5 %, worst <= 10 %; Jain >= 0.95")
+    finally:
+        aio_command("stop", state_dir)
+        shutil.rmtree(state_dir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

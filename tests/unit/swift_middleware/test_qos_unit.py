@@ -1,0 +1,115 @@
+"""Token buckets and the QoS middleware's decisions, with a fake application and clock."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from iostack.filters.bandwidth import scope_of
+from iostack.filters.registry import get_filter
+from iostack.swift_middleware import qos
+from iostack.swift_middleware.qos import QosMiddleware, Shaper, TokenBucket
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_bucket_holds_a_burst_then_paces_at_its_rate():
+    clock = Clock()
+    bucket = TokenBucket(1000, burst=0.1, clock=clock)  # holds 100 units
+    assert bucket.reserve(100) == 0
+    assert bucket.reserve(50) == pytest.approx(0.05)
+    assert bucket.reserve(50) == pytest.approx(0.10), "queued behind the first debt"
+    clock.now = 0.10
+    assert bucket.reserve(0) == 0
+    clock.now = 10  # idle time never saves more than the burst
+    assert bucket.reserve(100) == 0 and bucket.reserve(100) == pytest.approx(0.1)
+
+
+def test_rate_changes_keep_the_debt_and_refunds_return_tokens():
+    clock = Clock()
+    bucket = TokenBucket(100, burst=0.01, clock=clock)
+    bucket.reserve(1)
+    assert bucket.reserve(10) == pytest.approx(0.1)
+    bucket.set_rate(1000)
+    assert bucket.reserve(0) == pytest.approx(0.01)
+    bucket.refund(10)
+    assert bucket.reserve(0) == 0
+
+
+def test_scope_is_the_container_only_when_a_container_rule_set_it():
+    sources = [{"level": "tenant", "target": "AUTH_t1"}]
+    assert scope_of(sources, "AUTH_t1", "logs") == "AUTH_t1"
+    sources.append({"level": "container", "target": "AUTH_t1/logs"})
+    assert scope_of(sources, "AUTH_t1", "logs") == "AUTH_t1/logs"
+    assert scope_of(sources, "AUTH_t1", None) == "AUTH_t1"
+
+
+def test_assignments_override_policy_caps_and_minimums_shape_nothing_alone():
+    shaper = Shaper(0.05)
+    cap = get_filter("bandwidth").validate({"get": 1000, "ops": 5})
+    floor = get_filter("bandwidth").validate({"get": 1000, "mode": "min"})
+    assert shaper.rate("AUTH_t1", "get", cap) == 1000 and shaper.rate("AUTH_t1", "put", cap) == 0
+    assert shaper.rate("AUTH_t1", "get", floor) == 0
+    shaper.assign({"sources": {"me": {"AUTH_t1": {"get": 400, "ops": 2}},
+                               "other": {"AUTH_t1": {"get": 600}}}}, "me")
+    assert shaper.rate("AUTH_t1", "get", cap) == 400 and shaper.rate("AUTH_t1", "ops", cap) == 2
+    shaper.assign({"sources": {"other": {}}}, "me")  # not for me: keep the last one
+    assert shaper.rate("AUTH_t1", "get", cap) == 400
+
+
+def app(env, start_response):
+    data = env["wsgi.input"].read()
+    start_response("200 OK", [])
+    return [b"a" * 1000, data]
+
+
+@pytest.fixture
+def middleware(monkeypatch):
+    mw = QosMiddleware(app, {"burst": "0.01"})
+    slept = []
+    monkeypatch.setattr(qos.eventlet, "sleep", slept.append)
+    mw.slept = slept
+    return mw
+
+
+def call(mw, method="GET", body=b""):
+    env = {"REQUEST_METHOD": method, "PATH_INFO": "/v1/AUTH_t1/c/o",
+           "wsgi.input": io.BytesIO(body)}
+    statuses = []
+    out = b"".join(mw(env, lambda status, headers: statuses.append((status, dict(headers)))))
+    return statuses[0], out
+
+
+def test_over_the_ops_limit_past_the_wait_is_429_with_retry_after(middleware, monkeypatch):
+    params = get_filter("bandwidth").validate({"ops": 2, "wait": 0.6})
+    monkeypatch.setattr(middleware, "_policy", lambda env, a, c: ("AUTH_t1", params))
+    statuses = [call(middleware)[0][0] for _ in range(3)]
+    # One token in the bucket, then one 0.5 s away (waited), then 1.0 s away (> 0.6 s).
+    assert statuses[:2] == ["200 OK"] * 2 and statuses[2].startswith("429")
+    (_, headers), body = call(middleware)
+    assert headers["Retry-After"] == "1" and b"AUTH_t1 is over its limit of 2" in body
+    assert middleware.slept == pytest.approx([0.5], abs=0.05)
+
+
+def test_bodies_are_paced_both_ways_and_untouched(middleware, monkeypatch):
+    params = get_filter("bandwidth").validate({"get": 10_000, "put": 1000})
+    monkeypatch.setattr(middleware, "_policy", lambda env, a, c: ("AUTH_t1", params))
+    status, out = call(middleware, "PUT", b"p" * 500)
+    assert out == b"a" * 1000 + b"p" * 500
+    assert middleware.slept and sum(middleware.slept) == pytest.approx(0.49, abs=0.02)
+    middleware.slept.clear()
+    assert call(middleware, "GET")[1] == b"a" * 1000
+    assert sum(middleware.slept) == pytest.approx(0.099, abs=0.02)
+
+
+def test_no_policy_no_assignment_passes_through(middleware, monkeypatch):
+    monkeypatch.setattr(middleware, "_policy", lambda env, a, c: ("AUTH_t1", None))
+    assert call(middleware, "PUT", b"x" * 100000)[1].endswith(b"x" * 100000)
+    assert middleware.slept == []
