@@ -14,6 +14,12 @@ decoded length and whose ``read(start, end)`` fetches from ``lower`` only the
 stored bytes that range needs. Views stack in the reverse order of the
 encoders.
 
+Record path (GET only): ``spec.selection(params, context)`` returns a
+``Selection`` that turns the object's records, as the tenant stored them,
+into an answer (CSV rows and columns, matching lines). It sees blocks of
+whole records (``iostack.filters.records``); what it returns is sent instead
+of the object. Nothing is stored: these filters shape answers, not objects.
+
 Filters do their CPU work in C libraries that release the GIL (zlib,
 zstandard, OpenSSL through ``cryptography``), so the middleware can run
 ``encode``/``read`` iterations in a thread pool.
@@ -49,6 +55,24 @@ class Encoder(Protocol):
     def sysmeta(self) -> dict[str, str]: ...
 
 
+class Selection(Protocol):
+    """One GET's record filter (``csv_select``, ``grep``).
+
+    ``begin`` sees the object's first record (``None`` for an empty object)
+    before any answer is sent, so a request that names an unknown column can
+    still get a 400 (``ParamError``); it returns the bytes the answer starts
+    with (a CSV header line, say). When ``skips_first_record`` is true and
+    the answer covers the object's start, the first record is not passed to
+    ``select`` (it is a header, not data).
+    """
+
+    skips_first_record: bool
+
+    def begin(self, first_record: bytes | None, at_start: bool) -> bytes: ...
+
+    def select(self, block: bytes) -> bytes: ...
+
+
 class KeyProvider(Protocol):
     """Gives the encryption filter a per-tenant key (see ``iostack.filters.keys``)."""
 
@@ -71,6 +95,7 @@ class FilterContext:
 
 EncoderFactory = Callable[[dict[str, Any], FilterContext], Encoder]
 ViewFactory = Callable[[ByteSource, Mapping[str, str], FilterContext], ByteSource]
+SelectionFactory = Callable[[dict[str, Any], FilterContext], Selection]
 ParamCheck = Callable[[dict[str, Any]], None]
 
 
@@ -81,6 +106,7 @@ class FilterSpec:
     metadata: FilterMetadata
     make_encoder: EncoderFactory | None = None
     make_view: ViewFactory | None = None
+    make_selection: SelectionFactory | None = None
     # Rules across parameters that metadata cannot express (gzip levels stop at 9).
     check_params: ParamCheck | None = None
     # The encoder passes every byte through unchanged and its sysmeta does not
@@ -107,6 +133,15 @@ class FilterSpec:
         if self.check_params is not None:
             self.check_params(resolved)
         return resolved
+
+    @property
+    def selects_records(self) -> bool:
+        return self.make_selection is not None
+
+    def selection(self, params: Mapping[str, Any] | None, context: FilterContext) -> Selection:
+        if self.make_selection is None:
+            raise FilterError(f"filter {self.name!r} does not select records")
+        return self.make_selection(self.validate(params), context)
 
     def encoder(self, params: Mapping[str, Any] | None, context: FilterContext) -> Encoder:
         if self.make_encoder is None:

@@ -16,7 +16,8 @@ from iostack.filters.base import FilterSpec
 from iostack.filters.errors import UnknownFilterError
 from iostack.filters.metadata import FilterMetadata
 
-BUILTIN_MODULES = ("noop", "compression", "encryption", "caching", "bandwidth")
+BUILTIN_MODULES = ("noop", "compression", "encryption", "caching", "bandwidth", "csv_select",
+                   "grep")
 
 
 @functools.cache

@@ -1,0 +1,85 @@
+"""Line records of an object, cut into blocks, with byte-range (split) awareness.
+
+Record filters (``csv_select``, ``grep``) read an object as lines. A byte
+range ``[start, end]`` (inclusive, as HTTP ranges are) names the records that
+*start* in it: the partial record before ``start`` belongs to the previous
+split and is skipped, and the record that straddles ``end`` is finished. So
+splits of one object at any offsets together return each record exactly
+once, as Hadoop's line record reader does.
+
+To know whether ``start`` begins a record, the reader needs the byte before
+it: ``fetch_start`` says where to begin reading, and the stream fed to
+``RecordBlocks`` must begin there and run to the object's end (it is
+abandoned as soon as the straddling record is complete).
+
+Records end at ``\\n`` (a ``\\r`` before it stays part of the record). Like
+Spark's CSV reader without ``multiLine``, quoted fields may hold delimiters
+and quotes but not line breaks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+BLOCK_SIZE = 1 << 20  # bytes of whole records handed to a filter at a time
+
+
+def fetch_start(start: int) -> int:
+    """Where to begin reading for records starting at ``start`` or later."""
+    return max(start - 1, 0)
+
+
+class RecordBlocks:
+    """Cut a byte stream into blocks of whole records that start in ``[start, end]``.
+
+    ``end`` is ``None`` for "to the end of the object". Each block holds at
+    least one whole record and ends at a record boundary (the last block may
+    lack the final ``\\n``); blocks are about ``block_size`` bytes, more when a
+    single record is longer.
+    """
+
+    def __init__(self, start: int = 0, end: int | None = None,
+                 block_size: int = BLOCK_SIZE) -> None:
+        if start < 0 or (end is not None and end < start):
+            raise ValueError(f"bad record range [{start}, {end}]")
+        self.start = start
+        self.end = end
+        self.block_size = block_size
+
+    def blocks(self, chunks: Iterable[bytes]) -> Iterator[bytes]:
+        """The blocks of ``chunks``, a stream that begins at ``fetch_start(start)``."""
+        position = fetch_start(self.start)  # object offset of the next byte of `chunks`
+        parts: list[bytes] = []  # joined once per block: each byte is copied once
+        held = 0
+        skipping = self.start > 0  # through the first \n at or after start - 1
+        for chunk in chunks:
+            chunk_start, position = position, position + len(chunk)
+            if skipping:
+                newline = chunk.find(b"\n")
+                if newline < 0:
+                    if self.end is not None and position > self.end:
+                        return  # no record starts in the range
+                    continue
+                first = chunk_start + newline + 1  # where this split's first record starts
+                if self.end is not None and first > self.end:
+                    return
+                skipping = False
+                chunk = chunk[newline + 1:]
+                chunk_start = first
+            if self.end is not None and position > self.end:
+                # The range ends in this chunk: finish the record straddling its end.
+                stop = chunk.find(b"\n", max(self.end - chunk_start, 0))
+                if stop >= 0:
+                    parts.append(chunk[: stop + 1])
+                    break
+            parts.append(chunk)
+            held += len(chunk)
+            if held >= self.block_size:
+                data = b"".join(parts)
+                cut = data.rfind(b"\n") + 1
+                if cut:
+                    yield data[:cut] if cut < len(data) else data
+                    data = data[cut:]
+                parts, held = [data], len(data)
+        if any(parts):
+            yield b"".join(parts)
