@@ -288,8 +288,8 @@ def start_proxy(info: dict, manager: ProcessManager, name: str, iostack: bool = 
     if not (iostack if metrics is None else metrics):
         pipeline.remove("iostack_metrics")
     if not iostack:
-        pipeline.remove("iostack")
-        pipeline.remove("iostack_qos")
+        for middleware in ("iostack", "iostack_qos", "iostack_select"):
+            pipeline.remove(middleware)
     elif cache is not None:
         pipeline.insert(pipeline.index("iostack") + 1, "iostack_cache")
         conf["filter:iostack_cache"] = {

@@ -40,12 +40,13 @@ PROXY_CACHE_SIZE = 256 << 20  # bytes of the all-in-one's proxy cache (<state di
 PROXY_PIPELINE = [
     "catch_errors", "gatekeeper", "healthcheck", "proxy-logging", "cache",
     "listing_formats", "bulk", "tempurl", "ratelimit", "s3api", "tempauth",
-    "iostack_metrics", "iostack_qos",
+    "iostack_metrics", "iostack_qos", "iostack_select",
     "storlet_handler", "copy", "container-quotas", "account-quotas", "slo", "dlo",
     "versioned_writes", "symlink", "iostack", "iostack_cache", "proxy-logging", "proxy-server",
 ]
 # Metrics are counted right after auth: what tenants asked for, once per request;
-# bandwidth SLOs shape it right there too.
+# bandwidth SLOs shape it right there too, after record selection (csv_select, grep)
+# has cut answers down to what analytics jobs asked for.
 # Policy enforcement sits, like Swift's encryption, below copy/slo/dlo so that
 # their sub-requests (copies, large-object segments) are filtered too.
 # The proxy cache sits right below it and keeps stored (encoded) bytes.
@@ -199,6 +200,10 @@ class SwiftLayout:
         conf["filter:iostack_qos"] = {
             "use": "egg:iostack#iostack_qos", "amqp_url": self.amqp_url,
             "namespace": self.config.namespace, "redis_url": self.redis_url,
+            "key_prefix": self.config.key_prefix,
+        }
+        conf["filter:iostack_select"] = {
+            "use": "egg:iostack#iostack_select", "redis_url": self.redis_url,
             "key_prefix": self.config.key_prefix,
         }
         conf["filter:iostack_cache"] = {
