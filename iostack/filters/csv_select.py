@@ -33,6 +33,7 @@ import io
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
 from iostack.filters.base import FilterContext, FilterSpec
@@ -151,7 +152,12 @@ class CsvSelection:
         if table.num_rows == 0:
             return b""
         out = io.BytesIO()
-        try:  # quotes cost bytes: none unless a value needs them (then every string gets them)
+        # Quotes cost bytes: none unless a value needs them (then every string gets them).
+        # One empty column unquoted would make a blank line, which CSV readers skip.
+        if table.num_columns == 1 and pc.any(pc.equal(table.column(0), "")).as_py():
+            pa_csv.write_csv(table, out, _QUOTED)
+            return out.getvalue()
+        try:
             pa_csv.write_csv(table, out, _UNQUOTED)
         except pa.ArrowInvalid:
             out = io.BytesIO()

@@ -184,8 +184,9 @@ class Selecting:
                         close_if_possible(head.app_iter)
             resp = self._get(f"bytes={fetch_start(start)}-")
             if resp.status_int == 416:  # the range starts past the end: no records
-                resp = Response(request=self.req, status=200, body=b"",
-                                headers={"Content-Type": resp.headers.get("Content-Type", "")})
+                close_if_possible(resp.app_iter)
+                resp = Response(request=self.req, status=200, app_iter=[],
+                                content_type="text/plain")
             elif not resp.is_success:
                 return resp
             blocks = RecordBlocks(start, end).blocks(resp.app_iter)

@@ -1,0 +1,160 @@
+"""Record selection (``iostack_select``) on the all-in-one's proxy: csv_select and grep."""
+
+from __future__ import annotations
+
+import csv
+import io
+import random
+
+import pytest
+import requests
+
+pytestmark = pytest.mark.integration
+
+HEADER = "ts,user_id,url,status,agent\n"
+
+
+def log_body(lines: int, seed: int = 3) -> bytes:
+    rng = random.Random(seed)
+    out = [HEADER]
+    for i in range(lines):
+        agent = rng.choice(['"Mozilla/5.0 (X11, Linux)"', "curl/8", '"say ""hi"""', ""])
+        out.append(f"{1000 + i},u{rng.randrange(50):03d},/p/{rng.randrange(9)},"
+                   f"{rng.choice([200, 200, 404, 500])},{agent}\n")
+    return "".join(out).encode()
+
+
+def parsed(data: bytes) -> list[list[str]]:
+    return list(csv.reader(io.StringIO(data.decode())))
+
+
+@pytest.fixture
+def http(t1):
+    url, token = t1.get_auth()
+
+    def get(path: str, headers: dict[str, str] | None = None, **params) -> requests.Response:
+        return requests.get(f"{url}/{path}", params=params, timeout=30,
+                            headers={"X-Auth-Token": token, **(headers or {})})
+
+    return get
+
+
+def select_headers(**params: str) -> dict[str, str]:
+    return {"X-Iostack-Filter": "csv_select",
+            **{f"X-Iostack-Param-{k.title()}": v for k, v in params.items()}}
+
+
+def test_per_request_projection_and_predicate_equal_a_local_reading(t1, container, http):
+    body = log_body(3000)
+    t1.put_object(container, "a.csv", body)
+    answer = http(f"{container}/a.csv",
+                  select_headers(columns="user_id,agent", where="status >= 404"))
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["X-Iostack-Selected"] == "csv_select"
+    assert "Etag" not in answer.headers and "Content-Length" not in answer.headers
+    local = parsed(body)
+    expected = [["user_id", "agent"]] + [[r[1], r[4]] for r in local[1:] if int(r[3]) >= 404]
+    assert parsed(answer.content) == expected
+    assert len(answer.content) < len(body) / 2
+
+
+def test_query_parameters_invoke_it_too(t1, container, http):
+    t1.put_object(container, "a.csv", log_body(50))
+    answer = http(f"{container}/a.csv", **{"iostack-filter": "csv_select",
+                                           "iostack-columns": "1", "iostack-where": "ts < 1003"})
+    assert answer.status_code == 200, answer.text
+    assert [row[0] for row in parsed(answer.content)[1:]] == [
+        r[1] for r in parsed(log_body(50))[1:4]]
+
+
+def test_byte_range_splits_at_random_offsets_give_each_row_once(t1, container, http):
+    body = log_body(4000, seed=9)
+    t1.put_object(container, "a.csv", body)
+    rng = random.Random(1)
+    cuts = sorted(rng.sample(range(1, len(body)), 7))
+    got = []
+    for start, stop in zip([0, *cuts], [*cuts, len(body)], strict=True):
+        answer = http(f"{container}/a.csv", {"Range": f"bytes={start}-{stop - 1}",
+                                             **select_headers(columns="ts,user_id")})
+        assert answer.status_code == 200, answer.text
+        rows = parsed(answer.content)
+        got += rows[1:] if start == 0 else rows
+        assert (rows[:1] == [["ts", "user_id"]]) == (start == 0)
+    assert got == [[r[0], r[1]] for r in parsed(body)[1:]]
+
+
+def test_a_split_past_the_end_is_empty(t1, container, http):
+    t1.put_object(container, "a.csv", log_body(10))
+    answer = http(f"{container}/a.csv", {"Range": "bytes=100000-", **select_headers()})
+    assert (answer.status_code, answer.content) == (200, b"")
+
+
+def test_bad_requests_get_400_naming_the_problem(t1, container, http):
+    t1.put_object(container, "a.csv", log_body(10))
+    cases = [
+        (select_headers(columns="nope"), "no column 'nope' (columns: ts, user_id, url"),
+        (select_headers(where="status >"), "found the end at column 9"),
+        (select_headers(wher="x"), "unknown parameter (known: columns, delimiter, header, where)"),
+        ({"X-Iostack-Filter": "compression"}, "'compression' is not a record filter"),
+        ({"Range": "bytes=1-2,5-9", **select_headers()}, "one range"),
+        ({"X-Iostack-Filter": "grep", "X-Iostack-Param-Pattern": "(x"}, "missing )"),
+    ]
+    for headers, message in cases:
+        answer = http(f"{container}/a.csv", headers)
+        assert answer.status_code == 400, (headers, answer.text)
+        assert message in answer.text, answer.text
+
+
+def test_a_missing_object_is_still_404(container, http):
+    assert http(f"{container}/missing.csv", select_headers()).status_code == 404
+
+
+def test_empty_and_header_only_objects(t1, container, http):
+    t1.put_object(container, "empty.csv", b"")
+    t1.put_object(container, "header.csv", HEADER.encode())
+    empty = http(f"{container}/empty.csv", select_headers(columns="user_id"))
+    assert (empty.status_code, empty.content) == (200, b"")
+    header = http(f"{container}/header.csv", select_headers(columns="user_id,status"))
+    assert (header.status_code, header.content) == (200, b"user_id,status\n")
+    later = http(f"{container}/header.csv", {"Range": "bytes=5-", **select_headers()})
+    assert (later.status_code, later.content) == (200, b"")
+
+
+def test_policy_selection_and_a_request_narrowing_it(t1, container, http, policies):
+    body = log_body(200)
+    t1.put_object(container, "a.csv", body)
+    policies.add(f"FOR CONTAINER t1/{container} DO SET CSV_SELECT WITH columns=\"user_id,status\"")
+    local = parsed(body)
+    plain = http(f"{container}/a.csv")
+    assert parsed(plain.content) == [["user_id", "status"]] + [[r[1], r[3]] for r in local[1:]]
+    narrowed = http(f"{container}/a.csv", select_headers(where="status = 500"))
+    assert parsed(narrowed.content) == [["user_id", "status"]] + [
+        [r[1], r[3]] for r in local[1:] if r[3] == "500"]
+    widened = http(f"{container}/a.csv", select_headers(columns="url"))
+    assert widened.status_code == 400 and "no column 'url'" in widened.text
+    head = t1.head_object(container, "a.csv")
+    assert int(head["content-length"]) == len(body)  # HEAD describes the object
+
+
+def test_selection_reads_what_the_tenant_stored_under_compression(t1, container, http,
+                                                                    policies):
+    policies.add(f"FOR CONTAINER t1/{container} DO SET COMPRESSION")
+    body = log_body(2000)
+    t1.put_object(container, "a.csv", body)
+    answer = http(f"{container}/a.csv", {"Range": "bytes=5000-", **select_headers(
+        columns="user_id", where="url LIKE '/p/1%'")})
+    assert answer.status_code == 200, answer.text
+    start = body.index(b"\n", 4999) + 1
+    expected = [[r[1]] for r in parsed(body[start:]) if r[2].startswith("/p/1")]
+    assert parsed(answer.content) == expected
+
+
+def test_grep_by_request(t1, container, http):
+    body = log_body(500)
+    t1.put_object(container, "a.log", body)
+    answer = http(f"{container}/a.log", {"X-Iostack-Filter": "grep",
+                                         "X-Iostack-Param-Pattern": r",(404|500),"})
+    assert answer.status_code == 200, answer.text
+    expected = [line for line in body.splitlines(keepends=True)
+                if b",404," in line or b",500," in line]
+    assert answer.content == b"".join(expected)
