@@ -92,13 +92,12 @@ def _csv_line(fields: list[str]) -> bytes:
 class CsvSelection:
     """One request's projection and predicate, resolved against the object's first line."""
 
-    skips_first_record = True
-
     def __init__(self, params: dict[str, Any], context: FilterContext) -> None:
         del context  # the same for every tenant
         self.refs = _column_refs(params["columns"])
         self.terms = parse_where(params["where"])
         self.has_header = params["header"]
+        self.skips_first_record = self.has_header  # a header is not data
         self.delimiter = params["delimiter"]
         self._read_names: list[str] = []
         self._needed: list[str] = []

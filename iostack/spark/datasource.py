@@ -1,0 +1,735 @@
+"""``spark.read.format("iostack")``: CSV objects of a Swift container as a DataFrame,
+with the projection and the row filters run at the storage side (``csv_select``).
+
+Use::
+
+    from iostack.spark import register
+
+    register(spark)  # the data source, and filter pushdown for Python sources
+    df = (spark.read.format("iostack")
+          .option("auth_url", "http://127.0.0.1:8080/auth/v1.0")
+          .option("user", "t1:alice").option("key", "secret")
+          .option("container", "logs").option("prefix", "2024/")
+          .schema("user_id STRING, url STRING, status INT")
+          .load())
+    df.filter("status >= 500 AND url LIKE '/api%'").groupBy("user_id").count().show()
+
+Each object (or ``split_size`` byte range of one) is a partition, read with
+one GET that asks the proxy for the schema's columns and the pushed filters
+(``X-Iostack-Filter: csv_select``, ``X-Iostack-Param-Columns``,
+``X-Iostack-Param-Where``; a ``Range`` selects the records that start in it).
+The proxy answers CSV of just those rows and columns; pyarrow parses it.
+
+Options:
+
+- ``auth_url``, ``user``, ``key``: Swift v1 (tempauth) credentials; or
+  ``storage_url`` and ``token`` directly.
+- ``container`` (required); ``prefix`` (default ``""``): the objects read.
+- ``header`` (default ``true``): the objects' first line names the columns.
+  Without a header, columns are ``_c0``, ``_c1``, ... (Spark's names); a read
+  schema whose names are not all ``_cN`` then maps to the columns by position.
+- ``split_size`` (bytes, default 134217728): larger objects are read as
+  several byte-range partitions.
+- ``pushdown`` (default ``true``): ``false`` GETs the raw objects and selects
+  columns and rows here with the same semantics (the baseline to compare
+  against; the results are identical).
+- ``push_double`` (default ``true``): push comparisons on DOUBLE columns (see
+  ``iostack.spark.filters`` for the one caveat).
+- ``timeout`` (seconds, default 60): of each HTTP connection.
+- ``user_agent`` (default ``iostack-spark``): the User-Agent of the data GETs, which
+  names them in the proxy's access log (the pushdown benchmark counts bytes by it).
+
+Schema: a read schema (``.schema("user_id STRING, status INT")``) selects
+columns by name (they must be in the objects' header) and gives their types:
+STRING, BYTE, SHORT, INT, BIGINT, FLOAT, DOUBLE, BOOLEAN. As with Spark's CSV
+reader (PERMISSIVE), empty fields and values that do not parse are NULL.
+Without a schema, the first non-empty object's header gives the columns, all
+STRING. Spark does not offer column pruning to Python data sources: the read
+schema is the projection.
+
+Filter pushdown needs ``spark.sql.python.filterPushdown.enabled=true``
+(``register`` sets it at runtime; without it Spark refuses to read from a
+source that implements ``pushFilters``: ``DATA_SOURCE_PUSHDOWN_DISABLED``).
+Spark never pushes ``OR``. What is pushed and why it is exact:
+``iostack.spark.filters``. Terms on numeric columns are checked again on
+the parsed values (cheap: only the selected rows are), so that a field the
+storage side reads as a number but Spark's parser does not (``1e3`` in an
+INT column) is not let through.
+
+Spark 4.3.0 caveat: after a query with pushed filters, a later query of the
+*same* DataFrame that pushes no filters (``df.count()`` after
+``df.filter(...).count()``) reuses the read Spark planned for the first one,
+so it sees only the filtered rows. This is Spark's (the planned read is kept
+on the relation; later versions scope it to the scan); ``load()`` a fresh
+DataFrame per query, as the tests do.
+
+Objects are UTF-8. Records end at ``\\n`` (one must fit in 4 MiB); fields
+may be quoted (``""`` for a quote) but may not hold line breaks, as for
+Spark's CSV reader without ``multiLine``. Rows whose field count differs
+from the header's are skipped (the storage side does the same); Spark's own
+reader would pad or cut them.
+"""
+
+from __future__ import annotations
+
+import csv
+import http.client
+import io
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlencode, urlsplit
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pa_csv
+from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPartition
+from pyspark.sql.types import (
+    BooleanType,
+    ByteType,
+    DataType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from iostack.spark.filters import (
+    INTEGER_KINDS,
+    STRING,
+    Term,
+    printable,
+    row_mask,
+    translate,
+    where_text,
+)
+
+DEFAULT_SPLIT_SIZE = 128 * 1024 * 1024
+HEADER_PROBE = 65536  # bytes fetched to read an object's header line
+CHUNK = 1 << 20
+CSV_BLOCK = 1 << 22  # pyarrow block: a record must fit in one
+
+
+class IOStackError(RuntimeError):
+    """A failed request to Swift: ``status`` (0: no answer), ``obj`` and Swift's message."""
+
+    def __init__(self, message: str, status: int = 0, obj: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.obj = obj
+
+
+# -- options -------------------------------------------------------------------------
+
+def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
+    value = options.get(name)
+    if value is None:
+        return default
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no"):
+        return False
+    raise ValueError(f"iostack: option {name}={value!r} is not true or false")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The data source's options, checked."""
+
+    container: str
+    prefix: str = ""
+    header: bool = True
+    split_size: int = DEFAULT_SPLIT_SIZE
+    pushdown: bool = True
+    push_double: bool = True
+    timeout: float = 60.0
+    auth_url: str | None = None
+    user: str | None = None
+    key: str | None = None
+    storage_url: str | None = None
+    token: str | None = None
+    user_agent: str = "iostack-spark"  # names the job's requests in the proxy's access log
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str]) -> Settings:
+        container = options.get("container")
+        if not container:
+            raise ValueError("iostack: the option 'container' is required")
+        split_size = int(options.get("split_size", DEFAULT_SPLIT_SIZE))
+        if split_size <= 0:
+            raise ValueError(f"iostack: split_size must be positive, got {split_size}")
+        settings = cls(
+            container=container,
+            prefix=options.get("prefix", "") or "",
+            header=_bool(options, "header", True),
+            split_size=split_size,
+            pushdown=_bool(options, "pushdown", True),
+            push_double=_bool(options, "push_double", True),
+            timeout=float(options.get("timeout", 60)),
+            auth_url=options.get("auth_url"),
+            user=options.get("user"),
+            key=options.get("key"),
+            storage_url=options.get("storage_url"),
+            token=options.get("token"),
+            user_agent=options.get("user_agent") or "iostack-spark",
+        )
+        if not (settings.storage_url and settings.token) and not (
+                settings.auth_url and settings.user and settings.key):
+            raise ValueError("iostack: give auth_url, user and key, or storage_url and token")
+        return settings
+
+
+# -- HTTP ----------------------------------------------------------------------------
+
+def _connection(url: str, timeout: float) -> tuple[http.client.HTTPConnection, str]:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        raise ValueError(f"iostack: not an http(s) URL: {url!r}")
+    cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    return cls(parts.netloc, timeout=timeout), parts.path.rstrip("/")
+
+
+def http_get(url: str, path: str, headers: Mapping[str, str], timeout: float,
+             what: str, ok: Sequence[int] = (200, 206)) -> http.client.HTTPResponse:
+    """GET ``url`` + ``path`` (already quoted); an answer outside ``ok`` raises
+    ``IOStackError`` naming ``what``, the status and Swift's message."""
+    conn, base = _connection(url, timeout)
+    try:
+        conn.request("GET", base + path, headers=dict(headers))
+        resp = conn.getresponse()
+    except OSError as exc:
+        conn.close()
+        raise IOStackError(f"iostack: GET {what}: {exc}", 0, what) from exc
+    if resp.status not in ok:
+        body = resp.read(4096).decode("utf-8", "replace").strip()
+        conn.close()
+        raise IOStackError(f"iostack: GET {what}: {resp.status} {resp.reason}: {body}",
+                           resp.status, what)
+    return resp
+
+
+def authenticate(settings: Settings) -> tuple[str, str]:
+    """``(storage_url, token)``: given, or from Swift v1 auth (``X-Auth-User``/``-Key``)."""
+    if settings.storage_url and settings.token:
+        return settings.storage_url.rstrip("/"), settings.token
+    assert settings.auth_url and settings.user and settings.key
+    parts = urlsplit(settings.auth_url)
+    resp = http_get(f"{parts.scheme}://{parts.netloc}",
+                    parts.path + (f"?{parts.query}" if parts.query else ""),
+                    {"X-Auth-User": settings.user, "X-Auth-Key": settings.key},
+                    settings.timeout, f"auth {settings.auth_url}", ok=(200, 204))
+    resp.read()
+    resp.close()
+    storage_url, token = resp.getheader("X-Storage-Url"), resp.getheader("X-Auth-Token")
+    if not storage_url or not token:
+        raise IOStackError(f"iostack: auth {settings.auth_url} gave no storage URL or token")
+    return storage_url.rstrip("/"), token
+
+
+def object_path(container: str, name: str) -> str:
+    return "/" + quote(container, safe="") + "/" + quote(name, safe="/")
+
+
+def list_objects(storage_url: str, token: str, container: str, prefix: str = "",
+                 timeout: float = 60.0) -> list[tuple[str, int]]:
+    """``(name, bytes)`` of the container's objects under ``prefix``, in listing order."""
+    objects: list[tuple[str, int]] = []
+    marker = ""
+    while True:
+        query = urlencode({"format": "json", "prefix": prefix, "marker": marker})
+        resp = http_get(storage_url, "/" + quote(container, safe="") + "?" + query,
+                        {"X-Auth-Token": token}, timeout, f"container {container}",
+                        ok=(200, 204))
+        body = resp.read()
+        resp.close()
+        page = json.loads(body) if body.strip() else []
+        if not page:
+            return objects
+        objects += [(entry["name"], int(entry["bytes"])) for entry in page if "name" in entry]
+        marker = page[-1].get("name") or page[-1].get("subdir", "")
+
+
+def header_line(storage_url: str, token: str, container: str, name: str,
+                timeout: float = 60.0) -> list[str] | None:
+    """The fields of an object's first line (None for an empty object)."""
+    resp = http_get(storage_url, object_path(container, name),
+                    {"X-Auth-Token": token, "Range": f"bytes=0-{HEADER_PROBE - 1}"},
+                    timeout, f"{container}/{name}", ok=(200, 206, 416))
+    data = resp.read() if resp.status != 416 else b""
+    resp.close()
+    if not data:
+        return None
+    line, newline, _ = data.partition(b"\n")
+    if not newline and len(data) >= HEADER_PROBE:
+        raise IOStackError(f"iostack: {container}/{name}: no line break in the first "
+                           f"{HEADER_PROBE} bytes (not a CSV object with a header?)", 0, name)
+    text = line.decode("utf-8").rstrip("\r")
+    return next(csv.reader([text]), [])
+
+
+# -- partitions ----------------------------------------------------------------------
+
+class ObjectSplit(InputPartition):
+    """Part of one object: the records that start in bytes ``[start, end]``
+    (``end`` None: to the object's end)."""
+
+    def __init__(self, name: str, start: int = 0, end: int | None = None) -> None:
+        self.name = name
+        self.start = start
+        self.end = end
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ObjectSplit) and vars(self) == vars(other)
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.start, self.end))
+
+
+def plan_partitions(objects: Sequence[tuple[str, int]], split_size: int) -> list[ObjectSplit]:
+    """One partition per object, or per ``split_size`` bytes of a larger one; none for
+    empty objects."""
+    splits: list[ObjectSplit] = []
+    for name, size in objects:
+        if size <= 0:
+            continue
+        if size <= split_size:
+            splits.append(ObjectSplit(name))
+            continue
+        for start in range(0, size, split_size):
+            end = start + split_size - 1
+            splits.append(ObjectSplit(name, start, None if end >= size - 1 else end))
+    return splits
+
+
+# -- CSV to Arrow ---------------------------------------------------------------------
+
+_KINDS: list[tuple[type, str, Any]] = [
+    (StringType, STRING, pa.string()),
+    (ByteType, "byte", pa.int8()),
+    (ShortType, "short", pa.int16()),
+    (IntegerType, "int", pa.int32()),
+    (LongType, "long", pa.int64()),
+    (FloatType, "float", pa.float32()),
+    (DoubleType, "double", pa.float64()),
+    (BooleanType, "boolean", pa.bool_()),
+]
+_INT_DIGITS = {"byte": 3, "short": 5, "int": 10, "long": 19}
+_INT_RANGE = {"byte": (-(2 ** 7), 2 ** 7 - 1), "short": (-(2 ** 15), 2 ** 15 - 1),
+              "int": (-(2 ** 31), 2 ** 31 - 1), "long": (-(2 ** 63), 2 ** 63 - 1)}
+# Java's Double.parseDouble: trimmed of chars <= ' ', NaN, Infinity, d/f suffixes
+# (hexadecimal floats are not recognized here); plus Spark's "Inf" and "-Inf".
+_JAVA_FLOAT = (r"^[\x00-\x20]*[+-]?(NaN|Infinity|(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?[fFdD]?)"
+               r"[\x00-\x20]*$")
+
+
+def column_kind(data_type: DataType) -> str:
+    """The conversion kind of a Spark type (ValueError for the unsupported ones)."""
+    for spark_type, kind, _ in _KINDS:
+        if isinstance(data_type, spark_type):
+            return kind
+    supported = ", ".join(t.typeName().upper() for t, _, _ in _KINDS)
+    raise ValueError(f"iostack: column type {data_type.simpleString()} is not supported "
+                     f"(one of: {supported})")
+
+
+def arrow_type(kind: str) -> Any:
+    return next(t for _, k, t in _KINDS if k == kind)
+
+
+def _null(arrow: Any) -> Any:
+    return pa.scalar(None, arrow)
+
+
+def convert_column(values: Any, kind: str) -> Any:
+    """CSV fields (an Arrow string array) as Spark's CSV reader reads them for ``kind``:
+    empty and unparseable fields are null."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    empty = pc.equal(values, "")
+    strings = pc.if_else(empty, _null(pa.string()), values)
+    if kind == STRING:
+        return strings
+    if kind in INTEGER_KINDS:
+        valid = pc.match_substring_regex(strings, r"^[+-]?[0-9]+$")
+        unsigned = pc.replace_substring_regex(strings, r"^[+-]?0*", "")
+        digits = pc.utf8_length(unsigned)
+        limit = _INT_DIGITS[kind]
+        # Under the digit count that may overflow: certainly in range; cast the rest via
+        # decimal text comparison only for longs (int64 is the widest cast available).
+        fits = pc.less(digits, limit)
+        if kind == "long":
+            negative = pc.starts_with(strings, "-")
+            max_text = pc.if_else(negative, "9223372036854775808", "9223372036854775807")
+            fits = pc.or_(fits, pc.and_(pc.equal(digits, limit),
+                                        pc.less_equal(unsigned, max_text)))
+        else:
+            fits = pc.or_(fits, pc.equal(digits, limit))
+        ok = pc.and_(valid, fits)
+        text = pc.if_else(ok, pc.replace_substring_regex(strings, r"^\+", ""),
+                          _null(pa.string()))
+        numbers = pc.cast(text, pa.int64())
+        if kind != "long":
+            low, high = _INT_RANGE[kind]
+            inside = pc.and_(pc.greater_equal(numbers, low), pc.less_equal(numbers, high))
+            numbers = pc.if_else(inside, numbers, _null(pa.int64()))
+        return pc.cast(numbers, arrow_type(kind))
+    if kind in ("double", "float"):
+        ok = pc.or_kleene(pc.match_substring_regex(strings, _JAVA_FLOAT),
+                          pc.is_in(strings, value_set=pa.array(["Inf", "-Inf"])))
+        text = pc.if_else(ok, strings, _null(pa.string()))
+        text = pc.utf8_trim(text, characters="".join(chr(c) for c in range(0x21)))
+        text = pc.replace_substring_regex(text, r"([0-9.])[fFdD]$", r"\1")
+        text = pc.replace_substring_regex(text, r"^([+-]?)(Inf|Infinity)$", r"\1inf")
+        text = pc.replace_substring_regex(text, r"^[+-]?NaN$", "nan")
+        return pc.cast(text, arrow_type(kind))
+    if kind == "boolean":
+        lower = pc.utf8_lower(strings)
+        known = pc.is_in(lower, value_set=pa.array(["true", "false"]))
+        return pc.if_else(known, pc.equal(lower, "true"), _null(pa.bool_()))
+    raise ValueError(f"iostack: no conversion for {kind!r}")
+
+
+class _ChunkStream(io.RawIOBase):
+    """A readable file over an iterator of byte chunks (for pyarrow's streaming reader)."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks = chunks
+        self._buffer = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, target: Any) -> int:
+        while not self._buffer:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return 0
+            self._buffer = chunk
+        size = min(len(target), len(self._buffer))
+        target[:size] = self._buffer[:size]
+        self._buffer = self._buffer[size:]
+        return size
+
+
+def _response_chunks(resp: http.client.HTTPResponse) -> Iterator[bytes]:
+    try:
+        while True:
+            chunk = resp.read(CHUNK)
+            if not chunk:
+                return
+            yield chunk
+    finally:
+        resp.close()
+
+
+def drop_first_line(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """The bytes after the first ``\\n`` (nothing if there is none)."""
+    for chunk in chunks:
+        cut = chunk.find(b"\n")
+        if cut >= 0:
+            if cut + 1 < len(chunk):
+                yield chunk[cut + 1:]
+            yield from chunks
+            return
+
+
+def records_in_range(chunks: Iterator[bytes], offset: int, start: int,
+                     end: int | None) -> Iterator[bytes]:
+    """From raw object bytes beginning at ``offset`` (``start - 1``, or 0 for ``start`` 0),
+    the records that start in ``[start, end]``: the partial record before ``start``
+    is skipped, the one holding byte ``end`` is finished."""
+    it = iter(chunks)
+    pos = offset
+    if start > 0:
+        # A record starts at the first byte after a "\n" at or after start - 1.
+        for chunk in it:
+            cut = chunk.find(b"\n")
+            if cut < 0:
+                pos += len(chunk)
+                continue
+            pos += cut + 1
+            rest = chunk[cut + 1:]
+            it = _prepend(rest, it)
+            break
+        else:
+            return
+    if end is not None and pos > end:
+        return
+    for chunk in it:
+        if end is None:
+            yield chunk
+            continue
+        # Finish at the first "\n" at or after end.
+        look_from = max(0, end - pos)
+        cut = chunk.find(b"\n", look_from) if look_from < len(chunk) else -1
+        if cut >= 0:
+            yield chunk[:cut + 1]
+            return
+        yield chunk
+        pos += len(chunk)
+
+
+def _prepend(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
+    if first:
+        yield first
+    yield from rest
+
+
+def csv_batches(chunks: Iterator[bytes], n_fields: int) -> Iterator[pa.RecordBatch]:
+    """CSV records (no header line) as batches of ``n_fields`` string columns
+    ``c0``, ``c1``...; records with another field count are skipped."""
+    it = iter(chunks)
+    first = b""
+    for chunk in it:
+        if chunk.strip():
+            first = chunk
+            break
+    if not first:
+        return
+    names = [f"c{i}" for i in range(n_fields)]
+    reader = pa_csv.open_csv(
+        io.BufferedReader(_ChunkStream(_prepend(first, it)), CHUNK),
+        read_options=pa_csv.ReadOptions(column_names=names, use_threads=False,
+                                        block_size=CSV_BLOCK),
+        parse_options=pa_csv.ParseOptions(invalid_row_handler=lambda _row: "skip"),
+        convert_options=pa_csv.ConvertOptions(column_types=dict.fromkeys(names, pa.string()),
+                                              strings_can_be_null=False,
+                                              quoted_strings_can_be_null=False),
+    )
+    for batch in reader:
+        if batch.num_rows:
+            yield batch
+
+
+# -- the reader ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Column:
+    """One output column: its Spark name, conversion kind, the object column it reads
+    (``ref``: a header name, or ``index`` when known) and its name in predicates."""
+
+    name: str
+    kind: str
+    ref: str
+    index: int | None
+    where_name: str
+
+
+def _safe_ref(name: str) -> bool:
+    """Whether a header name can be listed in ``X-Iostack-Param-Columns`` as is."""
+    return bool(name) and printable(name) and "," not in name and name == name.strip()
+
+
+def plan_columns(schema: StructType, header: bool,
+                 header_fields: Sequence[str] | None) -> list[Column]:
+    """How each schema field is read: by header name (header objects), by ``_cN`` name
+    or by position (objects without a header). ``header_fields`` (the first object's
+    first line, when read) resolves names that cannot be sent as names."""
+    names = [field.name for field in schema.fields]
+    kinds = [column_kind(field.dataType) for field in schema.fields]
+    columns: list[Column] = []
+    if not header:
+        positional = not all(_is_cn(n) for n in names)
+        for i, (name, kind) in enumerate(zip(names, kinds, strict=True)):
+            index = i if positional else int(name[2:])
+            columns.append(Column(name, kind, str(index), index, f"_c{index}"))
+        return columns
+    for name, kind in zip(names, kinds, strict=True):
+        index = None
+        if header_fields is not None and name in header_fields:
+            index = list(header_fields).index(name)
+        if not _safe_ref(name) and index is None:
+            raise ValueError(
+                f"iostack: column {name!r} is not in the header of the first object"
+                + (f" (columns: {', '.join(header_fields)})" if header_fields else ""))
+        ref = name if _safe_ref(name) else str(index)
+        columns.append(Column(name, kind, ref, index, name))
+    return columns
+
+
+def _is_cn(name: str) -> bool:
+    return name.startswith("_c") and name[2:].isdigit()
+
+
+def selection_headers(columns: Sequence[Column], terms: Sequence[Term],
+                      header: bool) -> dict[str, str]:
+    """The request headers of a storage-side selection of ``columns`` where ``terms``."""
+    headers = {"X-Iostack-Filter": "csv_select",
+               "X-Iostack-Param-Columns": ",".join(c.ref for c in columns),
+               "X-Iostack-Param-Header": "true" if header else "false"}
+    where = where_text(terms, {c.name: c.where_name for c in columns})
+    if where:
+        headers["X-Iostack-Param-Where"] = where
+    return headers
+
+
+def split_range(split: ObjectSplit) -> str | None:
+    if split.start == 0 and split.end is None:
+        return None
+    return f"bytes={split.start}-" + ("" if split.end is None else str(split.end))
+
+
+class IOStackReader(DataSourceReader):
+    """Plans one partition per object (or byte range) and reads it with one GET."""
+
+    def __init__(self, settings: Settings, schema: StructType) -> None:
+        self.settings = settings
+        self.schema = schema
+        self.storage_url, self.token = authenticate(settings)
+        self.kinds = {f.name: column_kind(f.dataType) for f in schema.fields}
+        self.objects: list[tuple[str, int]] | None = None
+        header_fields = None
+        if settings.header and not all(_safe_ref(f.name) for f in schema.fields):
+            header_fields = self._first_header()
+        self.columns = plan_columns(schema, settings.header, header_fields)
+        self.terms: list[Term] = []
+
+    def _listing(self) -> list[tuple[str, int]]:
+        if self.objects is None:
+            s = self.settings
+            self.objects = list_objects(self.storage_url, self.token, s.container, s.prefix,
+                                        s.timeout)
+        return self.objects
+
+    def _first_header(self) -> list[str] | None:
+        s = self.settings
+        for name, size in self._listing():
+            if size > 0:
+                return header_line(self.storage_url, self.token, s.container, name, s.timeout)
+        return None
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
+        pushed, left = translate(filters, self.kinds, push_double=self.settings.push_double)
+        self.terms = pushed
+        yield from left
+
+    def partitions(self) -> Sequence[InputPartition]:
+        splits = plan_partitions(self._listing(), self.settings.split_size)
+        return splits
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, ObjectSplit)
+        if self.settings.pushdown:
+            yield from self._read_selected(partition)
+        else:
+            yield from self._read_raw(partition)
+
+    def _read_selected(self, split: ObjectSplit) -> Iterator[pa.RecordBatch]:
+        s = self.settings
+        headers = {"X-Auth-Token": self.token, "User-Agent": s.user_agent,
+                   **selection_headers(self.columns, self.terms, s.header)}
+        byte_range = split_range(split)
+        if byte_range:
+            headers["Range"] = byte_range
+        resp = http_get(self.storage_url, object_path(s.container, split.name), headers,
+                        s.timeout, f"{s.container}/{split.name}", ok=(200,))
+        chunks: Iterator[bytes] = _response_chunks(resp)
+        if s.header and split.start == 0:
+            chunks = drop_first_line(chunks)
+        # Terms on non-string columns: the storage side may keep rows Spark's parser
+        # makes NULL (``1e3`` in an INT column); checked again on the parsed values.
+        recheck = [t for t in self.terms if self.kinds[t.column] != STRING]
+        for batch in csv_batches(chunks, len(self.columns)):
+            out = self._typed(batch, list(range(len(self.columns))))
+            yield from _filtered(out, recheck, self.kinds)
+
+    def _read_raw(self, split: ObjectSplit) -> Iterator[pa.RecordBatch]:
+        s = self.settings
+        what = f"{s.container}/{split.name}"
+        fields = None
+        if split.start > 0:  # the header (or first record) is elsewhere in the object
+            fields = header_line(self.storage_url, self.token, s.container, split.name,
+                                 s.timeout)
+            if fields is None:
+                return
+        offset = max(split.start - 1, 0)
+        headers = {"X-Auth-Token": self.token, "User-Agent": s.user_agent}
+        if offset > 0:
+            headers["Range"] = f"bytes={offset}-"
+        resp = http_get(self.storage_url, object_path(s.container, split.name), headers,
+                        s.timeout, what, ok=(200, 206))
+        chunks = records_in_range(_response_chunks(resp), offset, split.start, split.end)
+        if fields is None:
+            first, chunks = _peek_line(chunks)
+            if first is None:
+                return
+            fields = next(csv.reader([first.decode("utf-8").rstrip("\r")]), [])
+            if s.header:
+                chunks = drop_first_line(chunks)
+        indexes = []
+        for column in self.columns:
+            index = column.index
+            if index is None:
+                if column.ref not in fields:
+                    raise IOStackError(
+                        f"iostack: GET {what}: no column {column.ref!r} "
+                        f"(columns: {', '.join(fields[:20])})", 400, split.name)
+                index = fields.index(column.ref)
+            if index >= len(fields):
+                raise IOStackError(f"iostack: GET {what}: no column {index} "
+                                   f"(the object has {len(fields)})", 400, split.name)
+            indexes.append(index)
+        for batch in csv_batches(chunks, len(fields)):
+            out = self._typed(batch, indexes)
+            yield from _filtered(out, self.terms, self.kinds)
+
+    def _typed(self, batch: pa.RecordBatch, indexes: Sequence[int]) -> pa.RecordBatch:
+        arrays = [convert_column(batch.column(i), c.kind)
+                  for i, c in zip(indexes, self.columns, strict=True)]
+        return pa.RecordBatch.from_arrays(arrays, names=[c.name for c in self.columns])
+
+
+def _peek_line(chunks: Iterator[bytes]) -> tuple[bytes | None, Iterator[bytes]]:
+    """The first line of a byte stream, and the stream unchanged."""
+    seen: list[bytes] = []
+    it = iter(chunks)
+    for chunk in it:
+        seen.append(chunk)
+        if b"\n" in chunk:
+            break
+    data = b"".join(seen)
+    if not data.strip():
+        return None, iter(())
+    return data.split(b"\n", 1)[0], _prepend(data, it)
+
+
+def _filtered(batch: pa.RecordBatch, terms: Sequence[Term],
+              kinds: Mapping[str, str]) -> Iterator[pa.RecordBatch]:
+    mask = row_mask(terms, {t.column: batch.column(t.column) for t in terms}, kinds)
+    if mask is not None:
+        batch = batch.filter(mask, null_selection_behavior="drop")
+    if batch.num_rows:
+        yield batch
+
+
+class IOStackDataSource(DataSource):
+    """``spark.read.format("iostack")``: see the module's documentation."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "iostack"
+
+    def schema(self) -> StructType:
+        settings = Settings.from_options(self.options)
+        storage_url, token = authenticate(settings)
+        for name, size in list_objects(storage_url, token, settings.container,
+                                       settings.prefix, settings.timeout):
+            if size <= 0:
+                continue
+            fields = header_line(storage_url, token, settings.container, name,
+                                 settings.timeout)
+            if not fields:
+                continue
+            names = fields if settings.header else [f"_c{i}" for i in range(len(fields))]
+            return StructType([StructField(n, StringType(), True) for n in names])
+        raise ValueError(f"iostack: no non-empty object in {settings.container!r} under "
+                         f"prefix {settings.prefix!r} to read a header from; give a schema")
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return IOStackReader(Settings.from_options(self.options), schema)
