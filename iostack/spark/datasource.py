@@ -99,6 +99,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from iostack.filters.records import RecordBlocks, fetch_start
 from iostack.spark.filters import (
     INTEGER_KINDS,
     STRING,
@@ -439,42 +440,6 @@ def drop_first_line(chunks: Iterator[bytes]) -> Iterator[bytes]:
             return
 
 
-def records_in_range(chunks: Iterator[bytes], offset: int, start: int,
-                     end: int | None) -> Iterator[bytes]:
-    """From raw object bytes beginning at ``offset`` (``start - 1``, or 0 for ``start`` 0),
-    the records that start in ``[start, end]``: the partial record before ``start``
-    is skipped, the one holding byte ``end`` is finished."""
-    it = iter(chunks)
-    pos = offset
-    if start > 0:
-        # A record starts at the first byte after a "\n" at or after start - 1.
-        for chunk in it:
-            cut = chunk.find(b"\n")
-            if cut < 0:
-                pos += len(chunk)
-                continue
-            pos += cut + 1
-            rest = chunk[cut + 1:]
-            it = _prepend(rest, it)
-            break
-        else:
-            return
-    if end is not None and pos > end:
-        return
-    for chunk in it:
-        if end is None:
-            yield chunk
-            continue
-        # Finish at the first "\n" at or after end.
-        look_from = max(0, end - pos)
-        cut = chunk.find(b"\n", look_from) if look_from < len(chunk) else -1
-        if cut >= 0:
-            yield chunk[:cut + 1]
-            return
-        yield chunk
-        pos += len(chunk)
-
-
 def _prepend(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
     if first:
         yield first
@@ -648,13 +613,13 @@ class IOStackReader(DataSourceReader):
                                  s.timeout)
             if fields is None:
                 return
-        offset = max(split.start - 1, 0)
+        offset = fetch_start(split.start)
         headers = {"X-Auth-Token": self.token, "User-Agent": s.user_agent}
         if offset > 0:
             headers["Range"] = f"bytes={offset}-"
         resp = http_get(self.storage_url, object_path(s.container, split.name), headers,
                         s.timeout, what, ok=(200, 206))
-        chunks = records_in_range(_response_chunks(resp), offset, split.start, split.end)
+        chunks = RecordBlocks(split.start, split.end).blocks(_response_chunks(resp))
         if fields is None:
             first, chunks = _peek_line(chunks)
             if first is None:

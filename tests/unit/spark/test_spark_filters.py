@@ -34,7 +34,6 @@ from iostack.spark.datasource import (
     drop_first_line,
     plan_columns,
     plan_partitions,
-    records_in_range,
     selection_headers,
     split_range,
 )
@@ -269,20 +268,6 @@ def test_settings_checks():
 
 def chunked(data: bytes, size: int) -> list[bytes]:
     return [data[i:i + size] for i in range(0, len(data), size)]
-
-
-@pytest.mark.parametrize("chunk", [1, 3, 7, 1000])
-@pytest.mark.parametrize("split", [1, 2, 5, 9, 13, 64])
-def test_byte_range_splits_return_each_record_once(chunk, split):
-    data = b'h1,h2\n1,"a,b"\n22,\n333,"say ""hi"""\n\n4,x\n55,y'
-    records = []
-    for start in range(0, len(data), split):
-        end = start + split - 1
-        offset = max(start - 1, 0)
-        got = b"".join(records_in_range(iter(chunked(data[offset:], chunk)), offset, start,
-                                        None if end >= len(data) - 1 else end))
-        records.append(got)
-    assert b"".join(records) == data
 
 
 def test_drop_first_line():
