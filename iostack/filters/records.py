@@ -24,6 +24,13 @@ from collections.abc import Iterable, Iterator
 BLOCK_SIZE = 1 << 20  # bytes of whole records handed to a filter at a time
 
 
+def prepend(first: bytes, rest: Iterable[bytes]) -> Iterator[bytes]:
+    """``rest`` with ``first`` (bytes already read from it) put back in front."""
+    if first:
+        yield first
+    yield from rest
+
+
 def fetch_start(start: int) -> int:
     """Where to begin reading for records starting at ``start`` or later."""
     return max(start - 1, 0)

@@ -99,7 +99,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from iostack.filters.records import RecordBlocks, fetch_start
+from iostack.filters.records import RecordBlocks, fetch_start, prepend
 from iostack.spark.filters import (
     INTEGER_KINDS,
     STRING,
@@ -440,12 +440,6 @@ def drop_first_line(chunks: Iterator[bytes]) -> Iterator[bytes]:
             return
 
 
-def _prepend(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
-    if first:
-        yield first
-    yield from rest
-
-
 def csv_batches(chunks: Iterator[bytes], n_fields: int) -> Iterator[pa.RecordBatch]:
     """CSV records (no header line) as batches of ``n_fields`` string columns
     ``c0``, ``c1``...; records with another field count are skipped."""
@@ -459,7 +453,7 @@ def csv_batches(chunks: Iterator[bytes], n_fields: int) -> Iterator[pa.RecordBat
         return
     names = [f"c{i}" for i in range(n_fields)]
     reader = pa_csv.open_csv(
-        io.BufferedReader(_ChunkStream(_prepend(first, it)), CHUNK),
+        io.BufferedReader(_ChunkStream(prepend(first, it)), CHUNK),
         read_options=pa_csv.ReadOptions(column_names=names, use_threads=False,
                                         block_size=CSV_BLOCK),
         parse_options=pa_csv.ParseOptions(invalid_row_handler=lambda _row: "skip"),
@@ -661,7 +655,7 @@ def _peek_line(chunks: Iterator[bytes]) -> tuple[bytes | None, Iterator[bytes]]:
     data = b"".join(seen)
     if not data.strip():
         return None, iter(())
-    return data.split(b"\n", 1)[0], _prepend(data, it)
+    return data.split(b"\n", 1)[0], prepend(data, it)
 
 
 def _filtered(batch: pa.RecordBatch, terms: Sequence[Term],

@@ -53,7 +53,7 @@ from swift.common.wsgi import make_subrequest
 from iostack.controller.resolve import RequestInfo
 from iostack.filters.base import FilterContext, FilterSpec, Selection
 from iostack.filters.errors import FilterError, ParamError, UnknownFilterError
-from iostack.filters.records import RecordBlocks, fetch_start
+from iostack.filters.records import RecordBlocks, fetch_start, prepend
 from iostack.filters.registry import filter_names, get_filter
 from iostack.swift_middleware.policies import reader_settings, shared_reader
 
@@ -166,7 +166,7 @@ class Selecting:
                 return resp
             body = iter(resp.app_iter)
             first, after = self._first_line(body)
-            records = _prepend(after, body) if self.skip_first else _prepend(
+            records = prepend(after, body) if self.skip_first else prepend(
                 (first or b"") + after, body)
             shift = len(first or b"") if self.skip_first else 0
             blocks = RecordBlocks(0, None if end is None else end - shift).blocks(records) \
@@ -203,7 +203,7 @@ class Selecting:
         headers = {k: v for k, v in resp.headers.items() if k.title() not in _HIDDEN}
         headers[SELECTED_HEADER] = ",".join(self.names)
         out = Response(request=self.req, status=200, headers=headers,
-                       app_iter=_closing(_prepend(prefix + head, answer), resp.app_iter))
+                       app_iter=_closing(prepend(prefix + head, answer), resp.app_iter))
         out.content_length = None
         return out
 
@@ -218,12 +218,6 @@ class Selecting:
                 raise FilterError(str(exc).splitlines()[0]) from exc
             if block:
                 yield block
-
-
-def _prepend(first: bytes, rest: Iterable[bytes]) -> Iterator[bytes]:
-    if first:
-        yield first
-    yield from rest
 
 
 def _closing(chunks: Iterator[bytes], source: Any) -> Iterator[bytes]:
