@@ -158,8 +158,10 @@ class SwiftLayout:
         if _kind(server) == "proxy":
             self._proxy_sections(conf)
             return conf
-        # Storlets see what the IOStack object layer decodes, never stored bytes.
-        extra = " iostack_metrics storlet_handler iostack" if server == "object" else ""
+        # Storlets and record selection see what the IOStack object layer decodes,
+        # never stored bytes.
+        extra = (" iostack_metrics iostack_select storlet_handler iostack"
+                 if server == "object" else "")
         conf["pipeline:main"] = {"pipeline": f"healthcheck recon{extra} {server}-server"}
         conf[f"app:{server}-server"] = {"use": f"egg:swift#{server}"}
         if server == "object":
@@ -168,6 +170,7 @@ class SwiftLayout:
                 self.swift_dir, "object", RESELLER_PREFIX.rstrip("_"))
             # No key file here: encryption runs only on proxies.
             conf["filter:iostack"] = {"use": "egg:iostack#iostack_object"}
+            conf["filter:iostack_select"] = {"use": "egg:iostack#iostack_select_object"}
         if server == "container":
             conf["container-updater"] = {"interval": "5", "concurrency": "1"}
         conf["filter:healthcheck"] = {"use": "egg:swift#healthcheck"}

@@ -56,7 +56,8 @@ METADATA = FilterMetadata(
         Param("delimiter", "str", default=",", description="field separator of the object"),
     ),
     methods=frozenset({"GET"}),
-    stages=frozenset({"proxy"}),
+    stages=frozenset({"proxy", "object"}),
+    default_stage="object",  # storage side; the proxy selects what object servers cannot
     changes_size=True,
 )
 

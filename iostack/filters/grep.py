@@ -27,7 +27,8 @@ METADATA = FilterMetadata(
         Param("invert", "bool", default=False, description="keep the lines that do not match"),
     ),
     methods=frozenset({"GET"}),
-    stages=frozenset({"proxy"}),
+    stages=frozenset({"proxy", "object"}),
+    default_stage="object",  # storage side; the proxy selects what object servers cannot
     changes_size=True,
 )
 

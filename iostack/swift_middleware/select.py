@@ -1,10 +1,20 @@
 """IOStack record selection: answer a GET with the rows, columns or lines a query needs.
 
 Record filters (``csv_select``, ``grep``: ``FilterSpec.selects_records``)
-run here, at the proxy, on the object as its tenant stored it (the
-``iostack`` middleware below has already undone compression or encryption).
-Analytics jobs then receive only what they asked for: the IOStack paper's
-Spark pushdown. They are invoked
+run on the object as its tenant stored it, so analytics jobs receive only
+what they asked for: the IOStack paper's Spark pushdown. Where they run:
+
+- on the object server that holds the object (stage ``object``, the default
+  for record filters): this middleware sends the chain down
+  (``select_frames``) and relays the selected bytes, so the whole object
+  never crosses the network to the proxy (``select_on_object``);
+- here, on the proxy, when a policy stages them ``ON PROXY``, when
+  ``object_stage = false``, or when the object server declines: objects
+  encoded by proxy-stage filters (the ``iostack`` middleware below undoes
+  them), large-object manifests, symlinks. ``X-Iostack-Selected-On`` says
+  which it was.
+
+They are invoked
 
 - per request, like a storlet call: ``X-Iostack-Filter: csv_select`` with one
   ``X-Iostack-Param-<name>: <value>`` header per parameter
@@ -20,6 +30,8 @@ that *start* in it, so that byte-range splits of an object never lose or
 repeat a record (``iostack.filters.records``); the answer is ``200`` with
 the selection, never a ``206``. Answers are streamed: no Content-Length, no
 ETag (they are not the object), ``X-Iostack-Selected`` names the filters.
+Selection runs in native threads (pyarrow releases the GIL), so a worker
+selects for concurrent requests on several cores.
 Bad parameters, unknown columns and malformed predicates get ``400`` naming
 the problem, before any byte of the object is sent; an object that is not
 valid for the filter (a broken quote in its first MiB) gets ``422``; a
@@ -34,6 +46,7 @@ Configuration (``[filter:iostack_select]``)::
 
     use = egg:iostack#iostack_select
     max_first_line = 1048576   # bytes: a longer first line (CSV header) is refused
+    object_stage = true        # ask object servers to select (false: always here)
 
 plus the policy-reader options of ``policies`` (``redis_url``, ``key_prefix``...).
 A failed policy lookup is logged and the request is served without the
@@ -43,35 +56,43 @@ policy's selection: policies here shape answers, they are not access control.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
-from eventlet import tpool
-from swift.common.swob import HTTPBadRequest, Request, Response, wsgify
-from swift.common.utils import close_if_possible, split_path
+from swift.common.swob import (
+    HTTPBadRequest,
+    HTTPServiceUnavailable,
+    Request,
+    Response,
+    wsgify,
+)
+from swift.common.utils import close_if_possible, config_true_value, split_path
 from swift.common.wsgi import make_subrequest
 
 from iostack.controller.resolve import RequestInfo
-from iostack.filters.base import FilterContext, FilterSpec, Selection
-from iostack.filters.errors import FilterError, ParamError, UnknownFilterError
-from iostack.filters.records import RecordBlocks, fetch_start, prepend
+from iostack.filters.base import FilterContext, FilterSpec
+from iostack.filters.errors import FilterError, UnknownFilterError
+from iostack.filters.records import prepend
 from iostack.filters.registry import filter_names, get_filter
 from iostack.swift_middleware.policies import reader_settings, shared_reader
+from iostack.swift_middleware.select_frames import (
+    BACKEND_SELECTED_HEADER,
+    DECLINED_HEADER,
+    FRAMES,
+    SELECT_HEADER,
+    IncompleteAnswer,
+    read_frames,
+    select_request,
+)
+from iostack.swift_middleware.selecting import SelectError, Selecting, record_range
 
 LOG = logging.getLogger(__name__)
 FILTER_HEADER = "X-Iostack-Filter"
 PARAM_HEADER_PREFIX = "X-Iostack-Param-"
 QUERY_PREFIX = "iostack-"
 SELECTED_HEADER = "X-Iostack-Selected"
+STAGE_HEADER = "X-Iostack-Selected-On"
 _HIDDEN = ("Content-Length", "Etag", "Content-Range", "Accept-Ranges", "Last-Modified")
-
-
-class SelectError(Exception):
-    """An answer that cannot be given: ``status`` and a message for the client."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 def record_filters() -> list[str]:
@@ -98,39 +119,32 @@ def requested_filter(req: Request) -> tuple[FilterSpec, dict[str, str]] | None:
     return spec, params
 
 
-def record_range(req: Request) -> tuple[int, int | None]:
-    """``(start, end)`` of the request's ``Range``, ``end`` inclusive or None; (0, None) without."""
-    header = req.headers.get("Range")
-    if not header:
-        return 0, None
-    units, _, spec = header.partition("=")
-    first, dash, last = spec.strip().partition("-")
-    if units.strip().lower() != "bytes" or "," in spec or not dash or not first.strip():
-        raise SelectError(400, f"Range {header!r}: a selection takes one range "
-                               f"'bytes=start-[end]'")
-    try:
-        start, end = int(first), int(last) if last.strip() else None
-    except ValueError:
-        raise SelectError(400, f"Range {header!r} is not 'bytes=start-[end]'") from None
-    if start < 0 or (end is not None and end < start):
-        raise SelectError(400, f"Range {header!r} is empty")
-    return start, end
+def selected_response(req: Request, source: Response, chunks: Iterator[bytes],
+                      names: list[str], stage: str) -> Response:
+    """The client's 200: ``source``'s headers, less those that describe the object."""
+    headers = {k: v for k, v in source.headers.items()
+               if k.title() not in _HIDDEN and not k.lower().startswith("x-backend-")}
+    headers[SELECTED_HEADER] = ",".join(names)
+    headers[STAGE_HEADER] = stage
+    out = Response(request=req, status=200, headers=headers, app_iter=chunks)
+    out.content_length = None
+    return out
 
 
-class Selecting:
-    """One GET answered by a chain of selections (the policy's, then the request's)."""
+class ProxySelect:
+    """One GET's selection chain: on an object server when it can, else here."""
 
-    def __init__(self, app: Any, req: Request, selections: list[Selection],
-                 names: list[str], max_first_line: int) -> None:
+    def __init__(self, app: Any, req: Request, chain: list[tuple[FilterSpec, dict[str, Any], str]],
+                 context: FilterContext, max_first_line: int, object_stage: bool) -> None:
         self.app = app
         self.req = req
-        self.selections = selections
-        self.names = names
+        self.chain = chain
+        self.context = context
+        self.names = [spec.name for spec, _, _ in chain]
         self.max_first_line = max_first_line
-        self.skip_first = any(s.skips_first_record for s in selections)
+        self.object_stage = object_stage and all(stage == "object" for _, _, stage in chain)
 
-    def _get(self, byte_range: str | None) -> Response:
-        headers = {"Range": byte_range} if byte_range else {}
+    def _get(self, headers: dict[str, str]) -> Response:
         sub = make_subrequest(self.req.environ, method="GET", path=self.req.path_info,
                               headers=headers, swift_source="IOSEL")
         for name in ("If-Match", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since"):
@@ -138,94 +152,40 @@ class Selecting:
                 sub.headers[name] = self.req.headers[name]
         return sub.get_response(self.app)
 
-    def _first_line(self, chunks: Iterator[bytes]) -> tuple[bytes | None, bytes]:
-        """The object's first record and what was read after it."""
-        held = b""
-        for chunk in chunks:
-            held += chunk
-            newline = held.find(b"\n")
-            if newline >= 0:
-                return held[: newline + 1], held[newline + 1:]
-            if len(held) > self.max_first_line:
-                raise SelectError(422, f"the first line of {self.req.path} is longer than "
-                                       f"{self.max_first_line} bytes")
-        return (held or None), b""
-
-    def _begin(self, first: bytes | None, at_start: bool) -> bytes:
-        """Run every selection's ``begin``; return what the answer starts with."""
-        prefix = b""
-        for selection in self.selections:
-            prefix = selection.begin(first, at_start=True)
-            first = prefix or first  # the next one sees the previous one's header
-        return prefix if at_start else b""
-
     def answer(self) -> Response:
         start, end = record_range(self.req)
-        if start == 0:
-            resp = self._get(None)
-            if not resp.is_success:
+        # Parameters are checked here, so a bad request never reaches an object server.
+        selections = [spec.selection(params, self.context) for spec, params, _ in self.chain]
+        if self.object_stage:
+            resp = self._on_object(start, end)
+            if resp is not None:
                 return resp
-            body = iter(resp.app_iter)
-            first, after = self._first_line(body)
-            records = prepend(after, body) if self.skip_first else prepend(
-                (first or b"") + after, body)
-            shift = len(first or b"") if self.skip_first else 0
-            blocks = RecordBlocks(0, None if end is None else end - shift).blocks(records) \
-                if end is None or end >= shift else iter(())
-        else:
-            first = None
-            if self.skip_first:
-                head = self._get(f"bytes=0-{self.max_first_line}")
-                if head.status_int != 416:  # 416: an empty object, no first line
-                    if not head.is_success:
-                        return head
-                    try:
-                        first, _ = self._first_line(iter(head.app_iter))
-                    finally:
-                        close_if_possible(head.app_iter)
-            resp = self._get(f"bytes={fetch_start(start)}-")
-            if resp.status_int == 416:  # the range starts past the end: no records
+        selecting = Selecting(
+            lambda byte_range: self._get({"Range": byte_range} if byte_range else {}),
+            self.req.path, selections, self.names, self.max_first_line)
+        answer = selecting.run(start, end)
+        if isinstance(answer, Response):
+            return answer
+        return selected_response(self.req, answer.source, answer.chunks, self.names, "proxy")
+
+    def _on_object(self, start: int, end: int | None) -> Response | None:
+        """The object server's answer, or None when the selection is left to this proxy."""
+        resp = self._get({SELECT_HEADER: select_request(
+            [(spec.name, params) for spec, params, _ in self.chain], start, end)})
+        if resp.headers.get(BACKEND_SELECTED_HEADER) == FRAMES:
+            chunks = read_frames(resp.app_iter)
+            try:
+                head = next(chunks, b"")
+            except (SelectError, IncompleteAnswer):
                 close_if_possible(resp.app_iter)
-                resp = Response(request=self.req, status=200, app_iter=[],
-                                content_type="text/plain")
-            elif not resp.is_success:
-                return resp
-            blocks = RecordBlocks(start, end).blocks(resp.app_iter)
-        answer = self._answer_chunks(blocks)
-        try:
-            prefix = self._begin(first, start == 0)  # a ParamError: 400
-            head = next(answer, b"")  # errors in the first block still get a status
-        except FilterError as exc:
-            close_if_possible(resp.app_iter)
-            if isinstance(exc, ParamError):
                 raise
-            raise SelectError(422, f"{', '.join(self.names)} cannot read "
-                                   f"{self.req.path}: {exc}") from None
-        headers = {k: v for k, v in resp.headers.items() if k.title() not in _HIDDEN}
-        headers[SELECTED_HEADER] = ",".join(self.names)
-        out = Response(request=self.req, status=200, headers=headers,
-                       app_iter=_closing(prepend(prefix + head, answer), resp.app_iter))
-        out.content_length = None
-        return out
-
-    def _select(self, block: bytes) -> bytes:
-        try:
-            for selection in self.selections:
-                block = selection.select(block)
-                if not block:
-                    break
-        except (ValueError, OSError) as exc:  # pyarrow's ArrowInvalid is a ValueError
-            raise FilterError(str(exc).splitlines()[0]) from exc
-        return block
-
-    def _answer_chunks(self, blocks: Iterable[bytes]) -> Iterator[bytes]:
-        for block in blocks:
-            # On a native thread: pyarrow parses without the GIL, so one worker
-            # selects for concurrent requests on several cores while its hub
-            # keeps moving other requests' bytes.
-            block = tpool.execute(self._select, block)
-            if block:
-                yield block
+            return selected_response(self.req, resp, _closing(prepend(head, chunks),
+                                                               resp.app_iter),
+                                     self.names, "object")
+        if resp.is_success or DECLINED_HEADER in resp.headers:
+            close_if_possible(resp.app_iter)
+            return None
+        return resp  # the object's own answer: 404, 304, 412 ...
 
 
 def _closing(chunks: Iterator[bytes], source: Any) -> Iterator[bytes]:
@@ -240,8 +200,9 @@ class SelectMiddleware:
         self.app = app
         self.reader_settings = reader_settings(conf)
         self.max_first_line = int(conf.get("max_first_line", 1 << 20))
+        self.object_stage = config_true_value(conf.get("object_stage", "true"))
 
-    def _policy_filters(self, req: Request) -> list[tuple[FilterSpec, dict[str, Any]]]:
+    def _policy_filters(self, req: Request) -> list[tuple[FilterSpec, dict[str, Any], str]]:
         try:
             info = RequestInfo.from_path("GET", req.path, headers=dict(req.headers))
             pipeline = shared_reader(self.reader_settings).resolve(info).pipeline
@@ -255,7 +216,7 @@ class SelectMiddleware:
             except UnknownFilterError:
                 continue  # an uploaded (sandboxed) filter: not a record filter
             if spec.selects_records:
-                chosen.append((spec, entry.params))
+                chosen.append((spec, entry.params, entry.stage))
         return chosen
 
     @wsgify
@@ -269,18 +230,21 @@ class SelectMiddleware:
         context = FilterContext(account=account, container=container, obj=obj)
         try:
             requested = requested_filter(req)
-            chain = self._policy_filters(req) + ([requested] if requested else [])
+            chain = self._policy_filters(req) + (
+                [(*requested, requested[0].metadata.default_stage)] if requested else [])
             if not chain:
                 return self.app
-            selections = [spec.selection(params, context) for spec, params in chain]
-            return Selecting(self.app, req, selections, [spec.name for spec, _ in chain],
-                             self.max_first_line).answer()
+            return ProxySelect(self.app, req, chain, context, self.max_first_line,
+                               self.object_stage).answer()
         except FilterError as exc:  # a ParamError: the request's or the policy's parameters
             return HTTPBadRequest(request=req, body=f"IOStack: {exc}\n",
                                   content_type="text/plain")
         except SelectError as exc:
             return Response(request=req, status=exc.status, body=f"IOStack: {exc}\n",
                             content_type="text/plain")
+        except IncompleteAnswer as exc:
+            return HTTPServiceUnavailable(request=req, body=f"IOStack: {exc}\n",
+                                          content_type="text/plain")
 
 
 def filter_factory(global_conf: dict[str, Any], **local_conf: Any):

@@ -4,10 +4,21 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import random
 
 import pytest
 import requests
+from swift.common import direct_client, utils
+from swift.common.ring import Ring
+
+from iostack.swift_middleware.select_frames import (
+    BACKEND_SELECTED_HEADER,
+    FRAMES,
+    SELECT_HEADER,
+    read_frames,
+    select_request,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -42,6 +53,67 @@ def http(t1):
 def select_headers(**params: str) -> dict[str, str]:
     return {"X-Iostack-Filter": "csv_select",
             **{f"X-Iostack-Param-{k.title()}": v for k, v in params.items()}}
+
+
+def test_selection_runs_on_the_object_servers_by_default(t1, container, http):
+    body = log_body(300)
+    t1.put_object(container, "a.csv", body)
+    answer = http(f"{container}/a.csv", select_headers(columns="user_id"))
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["X-Iostack-Selected"] == "csv_select"
+    assert answer.headers["X-Iostack-Selected-On"] == "object"
+    assert not any(k.lower().startswith(("x-backend-", "x-object-sysmeta-"))
+                   for k in answer.headers)
+    assert parsed(answer.content) == [[r[1]] for r in parsed(body)]
+
+
+def test_a_policy_can_keep_the_selection_on_the_proxy(t1, container, http, policies):
+    body = log_body(300)
+    t1.put_object(container, "a.csv", body)
+    policies.add(f"FOR CONTAINER t1/{container} DO SET CSV_SELECT WITH columns=status ON PROXY")
+    answer = http(f"{container}/a.csv")
+    assert answer.headers["X-Iostack-Selected-On"] == "proxy"
+    assert parsed(answer.content) == [[r[3]] for r in parsed(body)]
+
+
+def test_large_objects_are_selected_whole_by_the_proxy(t1, container, http):
+    body = log_body(3000, seed=5)
+    cut = body.index(b"\n", len(body) // 2) + 7  # the second segment starts mid-record
+    segments = [body[:cut], body[cut:]]
+    manifest = []
+    for index, segment in enumerate(segments):
+        etag = t1.put_object(container, f"seg/{index}", segment)
+        manifest.append({"path": f"{container}/seg/{index}", "etag": etag,
+                         "size_bytes": len(segment)})
+    t1.put_object(container, "big.csv", json.dumps(manifest),
+                  query_string="multipart-manifest=put")
+    answer = http(f"{container}/big.csv", select_headers(columns="ts", where="status = 500"))
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["X-Iostack-Selected-On"] == "proxy"
+    assert parsed(answer.content) == [["ts"]] + [[r[0]] for r in parsed(body)[1:]
+                                                 if r[3] == "500"]
+
+
+def test_object_servers_refuse_to_resume_a_selection_mid_answer(aio, t1, container):
+    """A proxy retrying another replica at a byte offset must not splice two answers."""
+    t1.put_object(container, "a.csv", log_body(100))
+    utils.set_swift_dir(aio["swift_dir"])
+    part, nodes = Ring(aio["swift_dir"], ring_name="object").get_nodes(
+        "AUTH_t1", container, "a.csv")
+    request = select_request([("csv_select", {"columns": "ts"})], 0, None)
+    with pytest.raises(direct_client.DirectClientException) as caught:
+        direct_client.direct_get_object(nodes[0], part, "AUTH_t1", container, "a.csv",
+                                        headers={SELECT_HEADER: request, "Range": "bytes=9-"})
+    assert caught.value.http_status == 503
+    with pytest.raises(direct_client.DirectClientException) as caught:
+        direct_client.direct_get_object(nodes[0], part, "AUTH_t1", container, "a.csv",
+                                        headers={SELECT_HEADER: "{not json"})
+    assert caught.value.http_status == 400
+    headers, framed = direct_client.direct_get_object(
+        nodes[0], part, "AUTH_t1", container, "a.csv", headers={SELECT_HEADER: request})
+    assert headers[BACKEND_SELECTED_HEADER] == FRAMES
+    assert b"".join(read_frames([framed])) == b"".join(
+        row.split(b",")[0] + b"\n" for row in log_body(100).splitlines())
 
 
 def test_per_request_projection_and_predicate_equal_a_local_reading(t1, container, http):
@@ -147,6 +219,20 @@ def test_selection_reads_what_the_tenant_stored_under_compression(t1, container,
     start = body.index(b"\n", 4999) + 1
     expected = [[r[1]] for r in parsed(body[start:]) if r[2].startswith("/p/1")]
     assert parsed(answer.content) == expected
+    # Only the proxy can decode what its own filters encoded.
+    assert answer.headers["X-Iostack-Selected-On"] == "proxy"
+
+
+def test_object_stage_compression_is_undone_below_the_object_servers_selection(
+        t1, container, http, policies):
+    policies.add(f"FOR CONTAINER t1/{container} DO SET COMPRESSION ON OBJECT")
+    body = log_body(2000, seed=4)
+    t1.put_object(container, "a.csv", body)
+    answer = http(f"{container}/a.csv", select_headers(columns="user_id", where="status = 404"))
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["X-Iostack-Selected-On"] == "object"
+    assert parsed(answer.content) == [["user_id"]] + [
+        [r[1]] for r in parsed(body)[1:] if r[3] == "404"]
 
 
 def test_grep_by_request(t1, container, http):

@@ -1,0 +1,193 @@
+"""Answer one GET with a chain of record selections (``csv_select``, ``grep``).
+
+The engine behind ``iostack_select`` on proxies and on object servers. It
+reads the object through a ``fetch(byte_range)`` callable, so the same code
+selects from a proxy's view of an object or from an object server's local
+copy:
+
+- from the object's start, one GET of the whole object; its first record is
+  handed to each selection's ``begin`` (a CSV header names the columns);
+- for ``Range: bytes=S-E``, a GET of the first line (``bytes=0-max_first_line``)
+  when a selection needs it, and one of ``bytes=S-1-``: the records that
+  *start* in ``[S, E]`` are selected (``iostack.filters.records``).
+
+Errors before the first selected byte raise ``SelectError`` or ``ParamError``
+so the caller can answer with a status; a failure later raises from the
+answer's iterator and cuts it short.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from eventlet import tpool
+from swift.common.swob import Request, Response
+from swift.common.utils import close_if_possible
+
+from iostack.filters.base import Selection
+from iostack.filters.errors import FilterError, ParamError
+from iostack.filters.records import RecordBlocks, fetch_start, prepend
+
+Fetch = Callable[[str | None], Response]
+
+
+class SelectError(Exception):
+    """An answer that cannot be given: ``status`` and a message for the client."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def record_range(req: Request) -> tuple[int, int | None]:
+    """``(start, end)`` of the request's ``Range``, ``end`` inclusive or None; (0, None) without."""
+    header = req.headers.get("Range")
+    if not header:
+        return 0, None
+    units, _, spec = header.partition("=")
+    first, dash, last = spec.strip().partition("-")
+    if units.strip().lower() != "bytes" or "," in spec or not dash or not first.strip():
+        raise SelectError(400, f"Range {header!r}: a selection takes one range "
+                               f"'bytes=start-[end]'")
+    try:
+        start, end = int(first), int(last) if last.strip() else None
+    except ValueError:
+        raise SelectError(400, f"Range {header!r} is not 'bytes=start-[end]'") from None
+    if start < 0 or (end is not None and end < start):
+        raise SelectError(400, f"Range {header!r} is empty")
+    return start, end
+
+
+@dataclass
+class Answer:
+    """A selection under way: the object GET it reads and the selected bytes.
+
+    ``chunks`` starts with the answer's first bytes (already computed, so
+    errors there were raised before this existed) and closes ``source``.
+    """
+
+    source: Response
+    chunks: Iterator[bytes]
+
+
+class Selecting:
+    """One GET answered by a chain of selections (a policy's, then the request's).
+
+    ``keepalive`` (seconds): when set, ``chunks`` yields ``b""`` after that
+    long without selected bytes, so a caller streaming to a peer with a read
+    timeout can send something (the object stage does).
+    """
+
+    def __init__(self, fetch: Fetch, path: str, selections: list[Selection],
+                 names: list[str], max_first_line: int, keepalive: float | None = None) -> None:
+        self.fetch = fetch
+        self.path = path
+        self.selections = selections
+        self.names = names
+        self.max_first_line = max_first_line
+        self.keepalive = keepalive
+        self.skip_first = any(s.skips_first_record for s in selections)
+
+    def _first_line(self, chunks: Iterator[bytes]) -> tuple[bytes | None, bytes]:
+        """The object's first record and what was read after it."""
+        held = b""
+        for chunk in chunks:
+            held += chunk
+            newline = held.find(b"\n")
+            if newline >= 0:
+                return held[: newline + 1], held[newline + 1:]
+            if len(held) > self.max_first_line:
+                raise SelectError(422, f"the first line of {self.path} is longer than "
+                                       f"{self.max_first_line} bytes")
+        return (held or None), b""
+
+    def _begin(self, first: bytes | None, at_start: bool) -> bytes:
+        """Run every selection's ``begin``; return what the answer starts with."""
+        prefix = b""
+        for selection in self.selections:
+            prefix = selection.begin(first, at_start=True)
+            first = prefix or first  # the next one sees the previous one's header
+        return prefix if at_start else b""
+
+    def _blocks(self, start: int, end: int | None) -> tuple[Response, bytes | None,
+                                                            Iterable[bytes]]:
+        """The GET being read, the object's first record, and record blocks of the range."""
+        if start == 0:
+            resp = self.fetch(None)
+            if not resp.is_success:
+                return resp, None, ()
+            body = iter(resp.app_iter)
+            first, after = self._first_line(body)
+            records = prepend(after if self.skip_first else (first or b"") + after, body)
+            shift = len(first or b"") if self.skip_first else 0
+            if end is not None and end < shift:
+                return resp, first, ()
+            return resp, first, RecordBlocks(0, None if end is None else end - shift).blocks(
+                records)
+        first = None
+        if self.skip_first:
+            head = self.fetch(f"bytes=0-{self.max_first_line}")
+            if head.status_int != 416:  # 416: an empty object, no first line
+                if not head.is_success:
+                    return head, None, ()
+                try:
+                    first, _ = self._first_line(iter(head.app_iter))
+                finally:
+                    close_if_possible(head.app_iter)
+        resp = self.fetch(f"bytes={fetch_start(start)}-")
+        if resp.status_int == 416:  # the range starts past the end: no records
+            close_if_possible(resp.app_iter)
+            return Response(status=200, app_iter=[], content_type="text/plain"), first, ()
+        return resp, first, RecordBlocks(start, end).blocks(resp.app_iter)
+
+    def run(self, start: int, end: int | None) -> Answer | Response:
+        """The answer for records starting in ``[start, end]``, or the object's
+        own non-success response (404, 304, 412 ...) to pass on."""
+        resp, first, blocks = self._blocks(start, end)
+        if not resp.is_success:
+            return resp
+        answer = self._answer_chunks(blocks)
+        try:
+            prefix = self._begin(first, start == 0)  # a ParamError: 400
+            head = next(answer, b"")  # errors in the first block still get a status
+        except FilterError as exc:
+            close_if_possible(resp.app_iter)
+            if isinstance(exc, ParamError):
+                raise
+            raise SelectError(422, f"{', '.join(self.names)} cannot read "
+                                   f"{self.path}: {exc}") from None
+        return Answer(resp, _closing(prepend(prefix + head, answer), resp.app_iter))
+
+    def _select(self, block: bytes) -> bytes:
+        try:
+            for selection in self.selections:
+                block = selection.select(block)
+                if not block:
+                    break
+        except (ValueError, OSError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+            raise FilterError(str(exc).splitlines()[0]) from exc
+        return block
+
+    def _answer_chunks(self, blocks: Iterable[bytes]) -> Iterator[bytes]:
+        quiet_since = time.monotonic()
+        for block in blocks:
+            # On a native thread: pyarrow parses without the GIL, so one worker
+            # selects for concurrent requests on several cores while its hub
+            # keeps moving other requests' bytes.
+            block = tpool.execute(self._select, block)
+            if block:
+                quiet_since = time.monotonic()
+                yield block
+            elif self.keepalive is not None and time.monotonic() - quiet_since > self.keepalive:
+                quiet_since = time.monotonic()
+                yield b""
+
+
+def _closing(chunks: Iterator[bytes], source: Any) -> Iterator[bytes]:
+    try:
+        yield from chunks
+    finally:
+        close_if_possible(source)

@@ -1,0 +1,78 @@
+"""The selection engine and the object stage's framing, over an in-memory object."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from swift.common.swob import Response
+
+from iostack.filters.base import FilterContext
+from iostack.filters.records import BLOCK_SIZE
+from iostack.filters.registry import get_filter
+from iostack.swift_middleware.select_frames import PADDING, frame, read_frames
+from iostack.swift_middleware.select_on_object import _framed
+from iostack.swift_middleware.selecting import Answer, SelectError, Selecting
+
+CONTEXT = FilterContext(account="AUTH_t1", container="logs", obj="a.log")
+PAD = frame(PADDING, b"\0" * 16)
+
+
+def fetcher(body: bytes, status: int = 200):
+    def fetch(byte_range: str | None) -> Response:
+        start = int(byte_range.split("=")[1].split("-")[0]) if byte_range else 0
+        return Response(status=status, app_iter=[body[start:][i:i + 65536]
+                                                 for i in range(0, len(body) - start, 65536)])
+    return fetch
+
+
+def grep(pattern: str):
+    return get_filter("grep").selection({"pattern": pattern}, CONTEXT)
+
+
+def test_a_quiet_selection_yields_keepalives_and_frames_them_as_padding():
+    # Three blocks of lines that do not match, then one that does.
+    filler = b"nothing to see here\n" * (BLOCK_SIZE // 20 + 1)
+    body = filler * 3 + b"the match\n"
+    selecting = Selecting(fetcher(body), "/a.log", [grep("match")], ["grep"],
+                          max_first_line=1 << 20, keepalive=0.0)
+    answer = selecting.run(0, None)
+    assert isinstance(answer, Answer)
+    assert list(answer.chunks) == [b"", b"", b"the match\n"]
+
+    selecting = Selecting(fetcher(body), "/a.log", [grep("match")], ["grep"],
+                          max_first_line=1 << 20, keepalive=0.0)
+    framed = list(_framed(selecting, 0, None, PAD))
+    assert framed.count(PAD) == 3  # one before anything, two for the quiet blocks
+    assert b"".join(read_frames(framed)) == b"the match\n"
+
+
+def test_without_keepalive_quiet_blocks_yield_nothing():
+    body = b"nothing\n" * (BLOCK_SIZE // 4) + b"the match\n"
+    answer = Selecting(fetcher(body), "/a.log", [grep("match")], ["grep"], 1 << 20).run(0, None)
+    assert list(answer.chunks) == [b"the match\n"]
+
+
+def test_the_objects_own_failure_is_passed_on():
+    answer = Selecting(fetcher(b"", status=404), "/a.log", [grep("x")], ["grep"],
+                       1 << 20).run(0, None)
+    assert isinstance(answer, Response) and answer.status_int == 404
+
+
+def test_object_stage_errors_travel_as_error_frames_with_their_status():
+    csv = get_filter("csv_select").selection({"columns": "nope"}, CONTEXT)
+    selecting = Selecting(fetcher(b"a,b\n1,2\n"), "/a.csv", [csv], ["csv_select"], 1 << 20)
+    with pytest.raises(SelectError) as caught:
+        b"".join(read_frames(_framed(selecting, 0, None, PAD)))
+    assert caught.value.status == 400 and "no column 'nope'" in str(caught.value)
+
+
+def test_a_record_longer_than_allowed_before_the_first_line_ends_is_422():
+    csv = get_filter("csv_select").selection({}, CONTEXT)
+    selecting = Selecting(fetcher(b"x" * 300), "/a.csv", [csv], ["csv_select"], 100)
+    framed = list(_framed(selecting, 0, None, PAD))
+    kind, length = struct.unpack(">cQ", framed[1][:9])
+    assert kind == b"E"
+    with pytest.raises(SelectError) as caught:
+        list(read_frames(framed))
+    assert caught.value.status == 422 and "longer than 100 bytes" in str(caught.value)
