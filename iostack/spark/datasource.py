@@ -33,6 +33,8 @@ Options:
 - ``pushdown`` (default ``true``): ``false`` GETs the raw objects and selects
   columns and rows here with the same semantics (the baseline to compare
   against; the results are identical).
+- ``stage`` (default: the storage's choice, the object servers): ``proxy``
+  or ``object``, where the selection runs (``X-Iostack-Stage``).
 - ``push_double`` (default ``true``): push comparisons on DOUBLE columns (see
   ``iostack.spark.filters`` for the one caveat).
 - ``timeout`` (seconds, default 60): of each HTTP connection.
@@ -156,6 +158,7 @@ class Settings:
     storage_url: str | None = None
     token: str | None = None
     user_agent: str = "iostack-spark"  # names the job's requests in the proxy's access log
+    stage: str | None = None  # where the storage side selects: proxy, object, or its default
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> Settings:
@@ -179,7 +182,10 @@ class Settings:
             storage_url=options.get("storage_url"),
             token=options.get("token"),
             user_agent=options.get("user_agent") or "iostack-spark",
+            stage=options.get("stage") or None,
         )
+        if settings.stage not in (None, "proxy", "object"):
+            raise ValueError(f"iostack: stage must be proxy or object, got {settings.stage!r}")
         if not (settings.storage_url and settings.token) and not (
                 settings.auth_url and settings.user and settings.key):
             raise ValueError("iostack: give auth_url, user and key, or storage_url and token")
@@ -583,6 +589,8 @@ class IOStackReader(DataSourceReader):
         s = self.settings
         headers = {"X-Auth-Token": self.token, "User-Agent": s.user_agent,
                    **selection_headers(self.columns, self.terms, s.header)}
+        if s.stage:
+            headers["X-Iostack-Stage"] = s.stage
         byte_range = split_range(split)
         if byte_range:
             headers["Range"] = byte_range

@@ -20,7 +20,8 @@ They are invoked
   ``X-Iostack-Param-<name>: <value>`` header per parameter
   (``X-Iostack-Param-Columns: user_id``), or the query string
   ``?iostack-filter=csv_select&iostack-columns=user_id`` (TempURL users
-  cannot set headers);
+  cannot set headers); ``X-Iostack-Stage: proxy`` (``iostack-stage``) keeps
+  the selection on the proxy (``object``, the default, asks object servers);
 - by policy: ``FOR CONTAINER t2/logs DO SET CSV_SELECT WITH columns=user_id``
   makes every GET of those objects a selection. A request's own filter then
   runs on the policy's answer (it can narrow it, never widen it).
@@ -92,6 +93,7 @@ PARAM_HEADER_PREFIX = "X-Iostack-Param-"
 QUERY_PREFIX = "iostack-"
 SELECTED_HEADER = "X-Iostack-Selected"
 STAGE_HEADER = "X-Iostack-Selected-On"
+STAGE_REQUEST_HEADER = "X-Iostack-Stage"
 _HIDDEN = ("Content-Length", "Etag", "Content-Range", "Accept-Ranges", "Last-Modified")
 
 
@@ -99,10 +101,11 @@ def record_filters() -> list[str]:
     return [name for name in filter_names() if get_filter(name).selects_records]
 
 
-def requested_filter(req: Request) -> tuple[FilterSpec, dict[str, str]] | None:
-    """The record filter a request asks for, with its parameters as sent (strings)."""
+def requested_filter(req: Request) -> tuple[FilterSpec, dict[str, str], str] | None:
+    """The record filter a request asks for, its parameters as sent (strings), its stage."""
     query = {k[len(QUERY_PREFIX):]: v for k, v in req.params.items() if k.startswith(QUERY_PREFIX)}
     name = req.headers.get(FILTER_HEADER) or query.pop("filter", None)
+    stage = (req.headers.get(STAGE_REQUEST_HEADER) or query.pop("stage", "")).strip().lower()
     if not name:
         return None
     try:
@@ -116,7 +119,10 @@ def requested_filter(req: Request) -> tuple[FilterSpec, dict[str, str]] | None:
     for header, value in req.headers.items():
         if header.title().startswith(PARAM_HEADER_PREFIX):
             params[header[len(PARAM_HEADER_PREFIX):].replace("-", "_").lower()] = value
-    return spec, params
+    if stage and stage not in spec.metadata.stages:
+        raise SelectError(400, f"{STAGE_REQUEST_HEADER}: {stage!r} is not one of "
+                               f"{', '.join(sorted(spec.metadata.stages))}")
+    return spec, params, stage or spec.metadata.default_stage
 
 
 def selected_response(req: Request, source: Response, chunks: Iterator[bytes],
@@ -230,8 +236,7 @@ class SelectMiddleware:
         context = FilterContext(account=account, container=container, obj=obj)
         try:
             requested = requested_filter(req)
-            chain = self._policy_filters(req) + (
-                [(*requested, requested[0].metadata.default_stage)] if requested else [])
+            chain = self._policy_filters(req) + ([requested] if requested else [])
             if not chain:
                 return self.app
             return ProxySelect(self.app, req, chain, context, self.max_first_line,

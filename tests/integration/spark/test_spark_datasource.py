@@ -139,6 +139,13 @@ def test_queries_equal_sparks_csv_reader(spark, dataset, pushdown, query):
     assert rows(got) == rows(expected)
 
 
+@pytest.mark.parametrize("stage", ["proxy", "object"])
+@pytest.mark.parametrize("query", ["int_in_string_not_in", "quotes_in_values", "double"])
+def test_the_proxy_and_the_object_servers_select_alike(spark, dataset, stage, query):
+    got = QUERIES[query](iostack(spark, dataset, stage=stage, split_size=700))
+    assert rows(got) == rows(QUERIES[query](reference(spark, dataset)))
+
+
 @PUSHDOWN
 def test_projection_by_schema_count_and_group_by(spark, dataset, pushdown):
     def load():  # a fresh DataFrame per query: see test_a_loaded_dataframe_reused_...

@@ -67,6 +67,17 @@ def test_selection_runs_on_the_object_servers_by_default(t1, container, http):
     assert parsed(answer.content) == [[r[1]] for r in parsed(body)]
 
 
+def test_a_request_can_ask_for_the_proxy(t1, container, http):
+    body = log_body(300)
+    t1.put_object(container, "a.csv", body)
+    answer = http(f"{container}/a.csv", {"X-Iostack-Stage": "proxy",
+                                         **select_headers(columns="url")})
+    assert answer.headers["X-Iostack-Selected-On"] == "proxy"
+    assert parsed(answer.content) == [[r[2]] for r in parsed(body)]
+    bad = http(f"{container}/a.csv", {"X-Iostack-Stage": "client", **select_headers()})
+    assert bad.status_code == 400 and "'client' is not one of object, proxy" in bad.text
+
+
 def test_a_policy_can_keep_the_selection_on_the_proxy(t1, container, http, policies):
     body = log_body(300)
     t1.put_object(container, "a.csv", body)

@@ -259,9 +259,13 @@ def test_settings_checks():
     with pytest.raises(ValueError, match="true or false"):
         Settings.from_options({"container": "c", "storage_url": "http://x", "token": "t",
                                "pushdown": "maybe"})
+    with pytest.raises(ValueError, match="stage must be proxy or object"):
+        Settings.from_options({"container": "c", "storage_url": "http://x", "token": "t",
+                               "stage": "client"})
     s = Settings.from_options({"container": "c", "storage_url": "http://x", "token": "t",
                                "pushdown": "False", "split_size": "100"})
-    assert (s.pushdown, s.split_size, s.header, s.prefix) == (False, 100, True, "")
+    assert (s.pushdown, s.split_size, s.header, s.prefix, s.stage) == (
+        False, 100, True, "", None)
 
 
 # -- split record selection on raw bytes ---------------------------------------------
