@@ -20,7 +20,10 @@ moved bytes or has a policy, and for each direction (``get``: bytes sent,
    shared max-min fairly.
 3. Per proxy (``split``). A scope's total is split among the workers that
    report metrics: a small floor each (traffic may move to any of them),
-   the rest water-filled by their demands. The parts add up to the total.
+   the rest water-filled by their demands, where workers being shaped share
+   what the others do not want equally (a stream that starts on a worker
+   holding only the floor gets its fair share in the next interval). The
+   parts add up to the total.
 
 Assignments go out on ``<namespace>.qos`` (routing key ``qos.assign``) as
 one message naming every worker's rates; each worker applies its part
@@ -49,6 +52,7 @@ from iostack.monitoring.bus import Publisher
 
 LOG = logging.getLogger(__name__)
 SATURATED = 0.8  # a worker using this much of its assignment is being shaped
+PINNED = 0.95  # ... and this much: held at its rate, it gets an equal share next
 GRANULARITY = 128 * 1024  # bytes/s: two 64 KiB chunks, what one interval's count can miss
 PROBE = 2.0  # ... and is taken to want this much more
 HEADROOM = 1.2  # others want this much over their usage
@@ -92,10 +96,17 @@ def _water_fill(alloc: dict[str, float], ceiling: Mapping[str, float],
     return remaining
 
 
-def split(total: float, wants: Mapping[str, float]) -> dict[str, float]:
-    """``total`` among workers: an even floor, then water-filled by what each wants."""
+def split(total: float, wants: Mapping[str, float],
+          shaped: frozenset[str] = frozenset()) -> dict[str, float]:
+    """``total`` among workers: an even floor, then water-filled by what each wants.
+
+    ``shaped`` workers used all they had: their usage hides their demand, so
+    they share what the others do not want equally (max-min fair at once,
+    rather than doubling a small share interval after interval).
+    """
     if not wants:
         return {}
+    wants = {s: total if s in shaped else w for s, w in wants.items()}
     floor = total * FLOOR / len(wants)
     parts = {s: floor for s in wants}
     remaining = total - floor * len(wants)
@@ -152,14 +163,21 @@ class QosController:
                 per[source] = per.get(source, 0.0) + amount / interval.seconds
         return scopes
 
+    def _saturated(self, scope: str, direction: str, use: ScopeUse, source: str,
+                   fraction: float = SATURATED) -> bool:
+        used = use.used.get(direction, {}).get(source, 0.0)
+        had = self.assigned.get(source, {}).get(scope, {}).get(direction)
+        return had is not None and used >= min(fraction * had, had - GRANULARITY)
+
     def _wants(self, scope: str, direction: str, use: ScopeUse,
                sources: set[str]) -> dict[str, float]:
         wants = {}
         for source in sources:
             used = use.used.get(direction, {}).get(source, 0.0)
-            had = self.assigned.get(source, {}).get(scope, {}).get(direction)
-            saturated = had is not None and used >= min(SATURATED * had, had - GRANULARITY)
-            wants[source] = max(used, had or 0) * PROBE if saturated else used * HEADROOM
+            had = self.assigned.get(source, {}).get(scope, {}).get(direction) or 0.0
+            wants[source] = (max(used, had) * PROBE
+                             if self._saturated(scope, direction, use, source)
+                             else used * HEADROOM)
         return wants
 
     def on_interval(self, interval: Interval) -> None:
@@ -173,7 +191,9 @@ class QosController:
             wants = {t: self._wants(t, direction, u, sources) for t, u in scopes.items()}
             totals = self._totals(direction, scopes, wants)
             for scope, total in totals.items():
-                for source, rate in split(total, wants[scope]).items():
+                shaped = frozenset(s for s in sources if self._saturated(
+                    scope, direction, scopes[scope], s, fraction=PINNED))
+                for source, rate in split(total, wants[scope], shaped).items():
                     assigned[source].setdefault(scope, {})[direction] = round(rate, 3)
             for scope, use in scopes.items():
                 row = status.setdefault(scope, {"interval": interval.start, "slo": use.slo})

@@ -109,6 +109,13 @@ class Shaper:
             self.assigned = {str(scope): {d: float(r) for d, r in rates.items()
                                           if d in DIRECTIONS and r is not None}
                              for scope, rates in mine.items() if isinstance(rates, dict)}
+            # Requests under way hold their bucket: a long GET that started while
+            # this worker had a small share must speed up when the share grows.
+            with self._lock:
+                for (scope, direction), bucket in self._buckets.items():
+                    rate = self.assigned.get(scope, {}).get(direction)
+                    if rate and rate != bucket.rate:
+                        bucket.set_rate(rate)
 
     def rate(self, scope: str, direction: str, policy: dict[str, Any] | None) -> float:
         """Units per second for this worker; 0 means unshaped."""

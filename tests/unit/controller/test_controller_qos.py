@@ -99,3 +99,15 @@ def test_controller_splits_a_cap_and_shifts_it_to_the_busy_proxy(redis_client, k
     assert last["p1"]["AUTH_t1"]["get"] + last["p2"]["AUTH_t1"]["get"] == pytest.approx(cap)
     status = qos.status()["AUTH_t1"]
     assert status["get"]["assigned"] == pytest.approx(cap) and status["slo"]["mode"] == "max"
+    # A stream starts on p2, which holds only the floor and is pinned at it:
+    # one interval later the two workers share the cap equally.
+    floor = int(last["p2"]["AUTH_t1"]["get"])
+    qos.on_interval(interval(int(last["p1"]["AUTH_t1"]["get"]), floor))
+    shared = published.messages[-1]["sources"]
+    assert shared["p2"]["AUTH_t1"]["get"] == pytest.approx(cap / 2, rel=0.01)
+    # Light traffic below its part (not pinned) does not take half from a busy worker.
+    qos.on_interval(interval(int(shared["p1"]["AUTH_t1"]["get"]), 1000))
+    qos.on_interval(interval(int(published.messages[-1]["sources"]["p1"]["AUTH_t1"]["get"]),
+                             1000))
+    light = published.messages[-1]["sources"]
+    assert light["p1"]["AUTH_t1"]["get"] >= 0.9 * cap
