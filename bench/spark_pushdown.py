@@ -3,7 +3,7 @@
 The IOStack paper's experiment: Spark counts the requests of each
 ``user_id`` in a web-access log stored in Swift. The plain read GETs every
 object whole and lets Spark pick the column; the pushdown read asks the
-proxy's ``csv_select`` for the one column Spark needs (the schema
+storage side's ``csv_select`` for the one column Spark needs (the schema
 ``user_id STRING``; a predicate is pushed too when ``--where`` is given). Both
 go through the project's Spark data source (``spark.read.format("iostack")``,
 ``pushdown`` false or true), so only where the selection runs differs.
