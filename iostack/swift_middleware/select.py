@@ -85,7 +85,7 @@ from iostack.swift_middleware.select_frames import (
     read_frames,
     select_request,
 )
-from iostack.swift_middleware.selecting import SelectError, Selecting, record_range
+from iostack.swift_middleware.selecting import SelectError, Selecting, closing, record_range
 
 LOG = logging.getLogger(__name__)
 FILTER_HEADER = "X-Iostack-Filter"
@@ -185,20 +185,12 @@ class ProxySelect:
             except (SelectError, IncompleteAnswer):
                 close_if_possible(resp.app_iter)
                 raise
-            return selected_response(self.req, resp, _closing(prepend(head, chunks),
-                                                               resp.app_iter),
+            return selected_response(self.req, resp, closing(prepend(head, chunks), resp.app_iter),
                                      self.names, "object")
         if resp.is_success or DECLINED_HEADER in resp.headers:
             close_if_possible(resp.app_iter)
             return None
         return resp  # the object's own answer: 404, 304, 412 ...
-
-
-def _closing(chunks: Iterator[bytes], source: Any) -> Iterator[bytes]:
-    try:
-        yield from chunks
-    finally:
-        close_if_possible(source)
 
 
 class SelectMiddleware:

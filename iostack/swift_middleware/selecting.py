@@ -159,7 +159,7 @@ class Selecting:
                 raise
             raise SelectError(422, f"{', '.join(self.names)} cannot read "
                                    f"{self.path}: {exc}") from None
-        return Answer(resp, _closing(prepend(prefix + head, answer), resp.app_iter))
+        return Answer(resp, closing(prepend(prefix + head, answer), resp.app_iter))
 
     def _select(self, block: bytes) -> bytes:
         try:
@@ -186,7 +186,8 @@ class Selecting:
                 yield b""
 
 
-def _closing(chunks: Iterator[bytes], source: Any) -> Iterator[bytes]:
+def closing(chunks: Iterator[bytes], source: Any) -> Iterator[bytes]:
+    """``chunks``, then ``source`` closed (however the iteration ends)."""
     try:
         yield from chunks
     finally:
