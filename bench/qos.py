@@ -133,7 +133,7 @@ def main() -> int:
                     rows)
         print("Targets: error median <= 5 %, worst <= 10 %; Jain >= 0.95")
     finally:
-        aio_command("stop", state_dir)
+        aio_command("stop", state_dir, "--purge")
         shutil.rmtree(state_dir, ignore_errors=True)
     return 0
 

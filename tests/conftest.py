@@ -55,7 +55,7 @@ def private_stack(request, tmp_path_factory) -> Iterator[dict[str, Any]]:
         aio_command("stop", state_dir)
         pytest.fail(f"the private stack did not start: {started.stderr}")
     yield json.loads(started.stdout)
-    aio_command("stop", state_dir)
+    aio_command("stop", state_dir, "--purge")
     shutil.rmtree(state_dir, ignore_errors=True)
 
 

@@ -31,6 +31,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     stop = verbs.add_parser("stop", help="stop what 'start' started in this state dir")
     _state_dir_option(stop)
+    stop.add_argument("--purge", action="store_true",
+                      help="also delete the stack's Redis keys (its namespace; for throw-away "
+                           "stacks)")
     stop.set_defaults(func=_stop)
 
     status = verbs.add_parser("status", help="show each component of the stack")
@@ -90,7 +93,7 @@ def summary(info: dict[str, Any]) -> str:
 
 
 def _stop(args: argparse.Namespace) -> int:
-    stopped = _stack(args).stop()
+    stopped = _stack(args).stop(purge=args.purge)
     print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
     return 0
 

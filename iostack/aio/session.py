@@ -79,5 +79,5 @@ def running_stack(private_root: Path) -> Iterator[dict[str, Any]]:
     try:
         yield json.loads(started.stdout)
     finally:
-        if aio_command("stop", state_dir).returncode == 0:
+        if aio_command("stop", state_dir, "--purge").returncode == 0:
             shutil.rmtree(state_dir, ignore_errors=True)

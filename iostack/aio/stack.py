@@ -17,6 +17,8 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
+import redis
+
 from iostack.aio import secrets as aio_secrets
 from iostack.aio.config import AioConfig
 from iostack.aio.processes import ProcessManager
@@ -243,9 +245,17 @@ class AllInOne:
         }
 
     # -- stop / status ---------------------------------------------------------
-    def stop(self) -> list[str]:
-        """Stop every process recorded in the state dir; return their names."""
+    def stop(self, purge: bool = False) -> list[str]:
+        """Stop every process recorded in the state dir; return their names.
+
+        ``purge`` also deletes the stack's Redis keys (its namespace), once
+        nothing of the stack can write them any more: for throw-away stacks
+        (tests, benchmarks) on a Redis shared with others.
+        """
+        info = self.info()
         stopped = [name for name in STOP_ORDER if self.processes.stop(name)]
+        if purge and info:
+            purge_namespace(info["redis_url"], info["key_prefix"])
         stopped += self.services.stop_private()
         # Whatever else a component registered (pid files we do not know by name).
         stopped += [name for name in self.processes.names() if self.processes.stop(name)]
@@ -269,3 +279,23 @@ class AllInOne:
         if not self.info_path.is_file():
             return None
         return json.loads(self.info_path.read_text(encoding="utf-8"))
+
+
+def purge_namespace(redis_url: str, key_prefix: str) -> int:
+    """Delete every Redis key under ``key_prefix``; return how many (0 if Redis is gone)."""
+    try:
+        client = redis.Redis.from_url(redis_url, socket_timeout=5)
+        deleted = 0
+        batch: list[bytes] = []
+        # Namespaces hold no glob characters (AioConfig checks them).
+        for key in client.scan_iter(match=f"{key_prefix}*", count=1000):
+            batch.append(key)
+            if len(batch) == 500:
+                deleted += client.delete(*batch)
+                batch = []
+        if batch:
+            deleted += client.delete(*batch)
+        return deleted
+    except redis.RedisError as exc:
+        print(f"iostack aio: could not purge {key_prefix}* from Redis: {exc}", file=sys.stderr)
+        return 0
