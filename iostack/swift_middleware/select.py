@@ -105,7 +105,8 @@ def requested_filter(req: Request) -> tuple[FilterSpec, dict[str, str], str] | N
     """The record filter a request asks for, its parameters as sent (strings), its stage."""
     query = {k[len(QUERY_PREFIX):]: v for k, v in req.params.items() if k.startswith(QUERY_PREFIX)}
     name = req.headers.get(FILTER_HEADER) or query.pop("filter", None)
-    stage = (req.headers.get(STAGE_REQUEST_HEADER) or query.pop("stage", "")).strip().lower()
+    query_stage = query.pop("stage", "")  # never a filter parameter, even beside the header
+    stage = (req.headers.get(STAGE_REQUEST_HEADER) or query_stage).strip().lower()
     if not name:
         return None
     try:

@@ -74,6 +74,9 @@ def test_a_request_can_ask_for_the_proxy(t1, container, http):
                                          **select_headers(columns="url")})
     assert answer.headers["X-Iostack-Selected-On"] == "proxy"
     assert parsed(answer.content) == [[r[2]] for r in parsed(body)]
+    both = http(f"{container}/a.csv", {"X-Iostack-Stage": "proxy"}, **{
+        "iostack-filter": "csv_select", "iostack-columns": "url", "iostack-stage": "object"})
+    assert both.headers["X-Iostack-Selected-On"] == "proxy", both.text  # the header wins
     bad = http(f"{container}/a.csv", {"X-Iostack-Stage": "client", **select_headers()})
     assert bad.status_code == 400 and "'client' is not one of object, proxy" in bad.text
 
