@@ -252,7 +252,7 @@ class AllInOne:
         nothing of the stack can write them any more: for throw-away stacks
         (tests, benchmarks) on a Redis shared with others.
         """
-        info = self.info()
+        info = self.info() if purge else None
         stopped = [name for name in STOP_ORDER if self.processes.stop(name)]
         if purge and info:
             purge_namespace(info["redis_url"], info["key_prefix"])
