@@ -22,7 +22,9 @@ reported:
 
 Printed: bytes transferred (from the proxy's access log: what the proxy sent
 to Spark), job times and their ratios, and csv_select's own speed on the data
-(MB/s on one core, in-process). Targets: bytes -95 % or more, job time on the
+(MB/s on one core, in-process), and the CPU seconds each part used per job
+(Spark's JVM and Python workers, this driver, the proxy, the object servers:
+on one machine they share the cores). Targets: bytes -95 % or more, job time on the
 limited link -58 % or more. Both reads must give the same counts.
 
     .venv/bin/python bench/spark_pushdown.py [--size 1G] [--objects 8] [--repeat 3]
@@ -117,6 +119,38 @@ MODES = {"plain": {"pushdown": "false"},  # data source options of each read
          "pushdown, object": {"pushdown": "true", "stage": "object"}}
 
 
+PARTS = ("Spark JVM", "Spark Python workers", "driver", "proxy", "object servers")
+
+
+def cpu_seconds(swift_dir: str) -> dict[str, float]:
+    """CPU seconds used so far by each part of the job and the stack (``PARTS``).
+
+    Processes that exit (Python workers forked by PySpark's daemon) count in
+    their parent's children times; the driver counts itself only.
+    """
+    ticks = os.sysconf("SC_CLK_TCK")
+    used = dict.fromkeys(PARTS, 0.0)
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            args = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue  # gone meanwhile
+        user, system, children_user, children_system = map(int, stat[11:15])
+        if int(pid) == os.getpid():
+            part, seconds = "driver", user + system
+        else:
+            seconds = user + system + children_user + children_system
+            markers = (("Spark JVM", "org.apache.spark"),
+                       ("Spark Python workers", "pyspark.daemon"),
+                       ("proxy", f"{swift_dir}/proxy-server"),
+                       ("object servers", f"{swift_dir}/object-server"))
+            part = next((name for name, marker in markers if marker in args), None)
+        if part:
+            used[part] += seconds / ticks
+    return used
+
+
 def count_users(spark, info: dict[str, Any], options: dict[str, str], agent: str,
                 where: str | None) -> tuple[float, dict[str, int]]:
     creds = info["tenants"]["t1"]
@@ -137,14 +171,18 @@ def run(spark, info: dict[str, Any], log: Path, repeat: int,
         where: str | None) -> dict[str, dict[str, float]]:
     """Median seconds and bytes of each read (``MODES``), alternating."""
     samples: dict[str, dict[str, list[float]]] = {
-        mode: {"seconds": [], "bytes": []} for mode in MODES}
+        mode: {"seconds": [], "bytes": [], **{part: [] for part in PARTS}} for mode in MODES}
     reference = None
     for _ in range(repeat):
         for mode, options in MODES.items():
             agent = f"iostack-bench-{uuid.uuid4().hex[:8]}"
             offset = log.stat().st_size
+            before = cpu_seconds(info["swift_dir"])
             seconds, counts = count_users(spark, info, options, agent, where)
             time.sleep(1.5)  # the proxy's access log is written after each response
+            after = cpu_seconds(info["swift_dir"])
+            for part in PARTS:
+                samples[mode][part].append(after[part] - before[part])
             samples[mode]["seconds"].append(seconds)
             samples[mode]["bytes"].append(bytes_sent(log, offset, agent))
             if reference is None:
@@ -200,6 +238,11 @@ def main() -> int:
           f"(median of {args.repeat} alternating runs)")
     print_table(["link", "read", "MB sent", "bytes saved", "job s", "time ratio",
                  "time saved"], rows)
+    print("CPU seconds per job (median), the stack's and Spark's processes on this machine")
+    print_table(["link", "read", *PARTS, "total"], [
+        [link, mode, *(f"{read[part]:.2f}" for part in PARTS),
+         f"{sum(read[part] for part in PARTS):.2f}"]
+        for link, result in results.items() for mode, read in result.items()])
     print(f"csv_select columns=user_id on this data: {speed:.0f} MB/s on one core (in-process)")
     return 0
 
