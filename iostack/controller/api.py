@@ -19,6 +19,7 @@ import json
 import logging
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import redis
 from flask import Blueprint, Flask, Response, current_app, g, jsonify, request
@@ -28,8 +29,8 @@ from iostack.controller.auth import Authenticator, AuthError, Principal, request
 from iostack.controller.control_loop import ControlLoop
 from iostack.controller.keys import KeySpace
 from iostack.controller.openapi import openapi_document
+from iostack.controller.reader import PolicyStoreUnavailable
 from iostack.controller.registry import Registries, RegistryError
-from iostack.controller.resolve import RequestInfo
 from iostack.controller.store import PolicyStore
 from iostack.dsl.errors import DSLError
 
@@ -82,6 +83,8 @@ def _error(exc: Exception):
     if isinstance(exc, redis.RedisError):
         LOG.error("policy store unavailable: %s", exc)
         return _json_error(503, "policy store (Redis) unavailable")
+    if isinstance(exc, PolicyStoreUnavailable):
+        return _json_error(503, str(exc))
     LOG.exception("unexpected error")
     return _json_error(500, "internal error")
 
@@ -244,18 +247,45 @@ def explain():
     headers = data.get("headers") or {}
     if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
         raise RegistryError("headers must be an object of strings")
+    store = _ctl().store
     try:
-        req = RequestInfo.from_path(method, path, size=size, headers=headers)
+        view, resolution = store.explain(method, path, headers, size)
     except ValueError as exc:
         raise RegistryError(str(exc)) from None
-    principal = _principal(req.account)
-    if not principal.may_read(req.account):
+    principal = _principal(view.account)
+    if not principal.may_read(view.account):
         raise AuthError("a tenant may explain requests to its own account only", 403)
-    resolution = _ctl().store.explain(req).to_json()
-    _redact_params(resolution["pipeline"])
-    return jsonify(request={"method": req.method, "account": req.account,
-                            "container": req.container, "object": req.obj, "size": req.size},
-                   **resolution)
+    answer = resolution.to_json()
+    _redact_params(answer["pipeline"])
+    return jsonify(request={"method": view.method, "account": view.account,
+                            "container": view.container, "object": view.obj, "size": view.size,
+                            "policy_paths": [list(p) for p in view.policy_paths]},
+                   warnings=_manifest_warnings(store, view, resolution, headers),
+                   **answer)
+
+
+def _manifest_warnings(store, view, resolution, headers: dict[str, str]) -> list[str]:
+    """Large objects whose segments live under weaker policies than their manifest."""
+    headers = {k.lower(): v for k, v in headers.items()}
+    if view.method != "PUT" or not view.obj:
+        return []
+    if headers.get("x-static-large-object", "").lower() == "true":
+        return ["SLO manifest: the manifest is stored as written; each segment is filtered "
+                "by the policies of the container it is stored in"]
+    manifest = headers.get("x-object-manifest")
+    if not manifest or "/" not in manifest.lstrip("/"):
+        return []
+    segments_path = f"/v1/{quote(view.account)}/{manifest.lstrip('/')}"
+    try:
+        _, segment = store.explain("PUT", segments_path, headers={}, size=view.size)
+    except ValueError:
+        return [f"X-Object-Manifest {manifest!r} does not name <container>/<prefix>"]
+    missing = [e.filter for e in resolution.pipeline
+               if e.filter not in {s.filter for s in segment.pipeline}]
+    if not missing:
+        return []
+    return [f"DLO segments in {manifest.split('/', 1)[0]!r} are not filtered by "
+            f"{', '.join(missing)}, which applies to this manifest"]
 
 
 def _explain_volume(data: dict[str, Any]):

@@ -178,6 +178,13 @@ def policy_explain(client: ControllerClient, args) -> Any:
     if args.json:
         return result
     print(title)
+    paths = result["request"].get("policy_paths") or []
+    if len(paths) > 1:
+        origin = "/".join(p for p in paths[0] if p)
+        print(f"stored under the policies of {origin} (where the tenant wrote) "
+              "and of its own container")
+    for warning in result.get("warnings", []):
+        print(f"warning: {warning}")
     if result["pipeline"]:
         print(table(["#", "FILTER", "STAGE", "SANDBOXED", "PARAMS", "FROM"],
                     [[i, e["filter"], e["stage"], "yes" if e["sandboxed"] else "no",

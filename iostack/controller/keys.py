@@ -19,6 +19,9 @@ key (after the prefix)                type     value
 ``rules:<level>:<target>``            hash     rule id -> rule JSON (compiled pipeline entries)
 ``objrules``                          hash     ``account/container`` -> its object-level rules
 ``version``                           string   bumped by every change (INCR)
+``marker``                            string   the store's epoch, set by the controller that
+                                               set the namespace up (or restored it); without
+                                               it the data path refuses writes (503)
 ``actors``                            hash     policy id -> its actor's state JSON
 ``qos``                               hash     bandwidth scope -> SLO, assigned vs achieved
 ``invalidate``                        channel  pub/sub: the new version after each change
@@ -54,6 +57,7 @@ class KeySpace:
         self.policy_seq = prefix + "policy_seq"
         self.objrules = prefix + "objrules"
         self.version = prefix + "version"
+        self.marker = prefix + "marker"
         self.actors = prefix + "actors"
         self.qos = prefix + "qos"
         self.invalidate = prefix + "invalidate"

@@ -42,9 +42,10 @@ from iostack.filters.metadata import FilterMetadata
 LOG = logging.getLogger(__name__)
 
 # KEYS: none (the key names derive from ARGV[1], the prefix; a single Redis, not a cluster).
-# ARGV: prefix, account, container ("" for none), object ("" for none), want vocabulary ("1"/"0")
+# ARGV: prefix, account, JSON list of [container, object] pairs whose rules apply
+# (most general first; "" for none), want vocabulary ("1"/"0")
 SNAPSHOT_LUA = """
-local p, acct, cont, obj = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local p, acct = ARGV[1], ARGV[2]
 local groups = redis.call('HGET', p .. 'tenant_groups', acct) or '[]'
 local levels = {'global', '*', redis.call('HGETALL', p .. 'rules:global:*')}
 for _, g in ipairs(cjson.decode(groups)) do
@@ -54,24 +55,34 @@ end
 table.insert(levels, 'tenant'); table.insert(levels, acct)
 table.insert(levels, redis.call('HGETALL', p .. 'rules:tenant:' .. acct))
 local objrules = 0
-if cont ~= '' then
-  for _, t in ipairs({'*/' .. cont, acct .. '/' .. cont}) do
-    table.insert(levels, 'container'); table.insert(levels, t)
-    table.insert(levels, redis.call('HGETALL', p .. 'rules:container:' .. t))
-  end
-  objrules = redis.call('HEXISTS', p .. 'objrules', acct .. '/' .. cont)
-  if obj ~= '' and objrules == 1 then
-    local t = acct .. '/' .. cont .. '/' .. obj
-    table.insert(levels, 'object'); table.insert(levels, t)
-    table.insert(levels, redis.call('HGETALL', p .. 'rules:object:' .. t))
+for _, pair in ipairs(cjson.decode(ARGV[3])) do
+  local cont, obj = pair[1], pair[2]
+  if cont ~= '' then
+    for _, t in ipairs({'*/' .. cont, acct .. '/' .. cont}) do
+      table.insert(levels, 'container'); table.insert(levels, t)
+      table.insert(levels, redis.call('HGETALL', p .. 'rules:container:' .. t))
+    end
+    local here = redis.call('HEXISTS', p .. 'objrules', acct .. '/' .. cont)
+    if here == 1 then objrules = 1 end
+    if obj ~= '' and here == 1 then
+      local t = acct .. '/' .. cont .. '/' .. obj
+      table.insert(levels, 'object'); table.insert(levels, t)
+      table.insert(levels, redis.call('HGETALL', p .. 'rules:object:' .. t))
+    end
   end
 end
 local vocab = {}
-if ARGV[5] == '1' then
+if ARGV[4] == '1' then
   vocab = {redis.call('HGETALL', p .. 'filters'), redis.call('HGETALL', p .. 'object_types')}
 end
-return {redis.call('GET', p .. 'version') or '0', objrules, levels, vocab}
+return {redis.call('GET', p .. 'version') or '0', objrules, levels, vocab,
+        redis.call('GET', p .. 'marker') or ''}
 """
+
+
+class PolicyStoreUnavailable(RuntimeError):
+    """The rules cannot be read (Redis unreachable, or its marker missing): nothing
+    that changes stored bytes may proceed without them."""
 
 
 @dataclass
@@ -79,7 +90,7 @@ class Snapshot:
     """What one round trip returns."""
 
     version: int
-    object_rules: bool  # the container has object-level rules
+    object_rules: bool  # a container of the request has object-level rules
     levels: list[Level]
     filters: dict[str, FilterMetadata] | None
     object_types: dict[str, list[str]] | None
@@ -102,9 +113,13 @@ class SnapshotScript:
         self.script = client.register_script(SNAPSHOT_LUA)
 
     def __call__(self, request: RequestInfo, want_vocab: bool) -> Snapshot:
-        version, objrules, flat, vocab = self.script(args=[
-            self.prefix, request.account, request.container or "", request.obj or "",
-            "1" if want_vocab else "0"])
+        pairs = [[c or "", o or ""] for c, o in request.policy_paths]
+        version, objrules, flat, vocab, marker = self.script(args=[
+            self.prefix, request.account, json.dumps(pairs), "1" if want_vocab else "0"])
+        if not marker:
+            raise PolicyStoreUnavailable(
+                "the policy store has no marker (flushed, restarted empty, or never set up "
+                "by a controller): its rules cannot be trusted")
         levels = [Level(_s(flat[i]), _s(flat[i + 1]),
                         tuple(json.loads(v) for v in _pairs([_s(x) for x in flat[i + 2]]).values()))
                   for i in range(0, len(flat), 3)]
@@ -122,16 +137,19 @@ def _s(value: bytes | str) -> str:
 class PolicyReader:
     """Resolve requests against the policies in Redis, with a cache kept fresh by pub/sub."""
 
-    def __init__(self, redis_url: str, prefix: str = DEFAULT_PREFIX, cache_size: int = 10000,
-                 max_age: float = 30.0, subscribe: bool = True) -> None:
+    def __init__(self, redis_url: str | None = None, prefix: str = DEFAULT_PREFIX,
+                 cache_size: int = 10000, max_age: float = 30.0, subscribe: bool = True,
+                 client: redis.Redis | None = None) -> None:
         self.keys = KeySpace(prefix)
-        self.redis = redis.Redis.from_url(redis_url, socket_timeout=5,
-                                          health_check_interval=30)
+        self.redis = client or redis.Redis.from_url(redis_url, socket_timeout=5,
+                                                    health_check_interval=30)
         self.snapshot = SnapshotScript(self.redis, prefix)
         self.cache_size = cache_size
         self.max_age = max_age
         self._lock = threading.Lock()
-        self._cache: OrderedDict[tuple, tuple[float, list[Level]]] = OrderedDict()
+        self._cache: OrderedDict[tuple, tuple[float, bool, list[Level]]] = OrderedDict()
+        self.lookups = 0  # calls to lookup (one per request on the data path)
+        self.round_trips = 0  # of them, those that went to Redis
         self._vocab: tuple[dict[str, FilterMetadata], dict[str, list[str]]] | None = None
         self._generation = 0
         # Every message drops the whole cache; so do (re)subscribing and losing the
@@ -147,18 +165,26 @@ class PolicyReader:
         return resolve(request, levels, filters, object_types)
 
     def lookup(self, request: RequestInfo):
-        """Levels and vocabulary for ``request``, from the cache or one round trip."""
+        """Levels and vocabulary for ``request``, from the cache or one round trip.
+
+        Raises ``PolicyStoreUnavailable`` when Redis cannot be read or has no marker.
+        """
         cacheable = self._subscription is not None and self._subscription.active
         now = time.monotonic()
         with self._lock:
+            self.lookups += 1
             generation = self._generation
             vocab = self._vocab if cacheable else None
-            for key in self._cache_keys(request):
-                hit = self._cache.get(key) if cacheable else None
-                if hit and now - hit[0] < self.max_age and vocab:
-                    self._cache.move_to_end(key)
-                    return hit[1], vocab[0], vocab[1]
-        snap = self.snapshot(request, want_vocab=vocab is None)
+            if cacheable and vocab:
+                hit = self._cached(request, now)
+                if hit is not None:
+                    return hit, vocab[0], vocab[1]
+        try:
+            snap = self.snapshot(request, want_vocab=vocab is None)
+        except redis.RedisError as exc:
+            raise PolicyStoreUnavailable(f"the policy store cannot be read: {exc}") from None
+        with self._lock:
+            self.round_trips += 1
         if snap.filters is not None:
             vocab = (snap.filters, snap.object_types)
         with self._lock:
@@ -166,19 +192,29 @@ class PolicyReader:
                 # A message that arrived during the round trip bumped the
                 # generation: the answer may predate it, so it is not kept.
                 self._vocab = vocab
-                key = (request.account, request.container,
-                       request.obj if snap.object_rules else None)
-                self._cache[key] = (now, snap.levels)
+                self._cache[self._key(request, snap.object_rules)] = (
+                    now, snap.object_rules, snap.levels)
                 while len(self._cache) > self.cache_size:
                     self._cache.popitem(last=False)
         return snap.levels, vocab[0], vocab[1]
 
+    def _cached(self, request: RequestInfo, now: float) -> list[Level] | None:
+        # An entry cached without the object part serves an object request only
+        # when none of its containers has object-level rules: a container
+        # listing must never shadow ``FOR OBJECT`` rules.
+        for key, for_object in ((self._key(request, False), False),
+                                (self._key(request, True), True)):
+            hit = self._cache.get(key)
+            if (hit and now - hit[0] < self.max_age
+                    and (for_object or request.obj is None or not hit[1])):
+                self._cache.move_to_end(key)
+                return hit[2]
+        return None
+
     @staticmethod
-    def _cache_keys(request: RequestInfo) -> list[tuple]:
-        keys = [(request.account, request.container, None)]
-        if request.obj:
-            keys.append((request.account, request.container, request.obj))
-        return keys
+    def _key(request: RequestInfo, with_object: bool) -> tuple:
+        return (request.account, tuple((c, o if with_object else None)
+                                       for c, o in request.policy_paths))
 
     def invalidate(self) -> None:
         with self._lock:
@@ -199,4 +235,5 @@ class PolicyReader:
     def stats(self) -> dict[str, Any]:
         with self._lock:
             return {"entries": len(self._cache), "generation": self._generation,
+                    "lookups": self.lookups, "round_trips": self.round_trips,
                     "subscribed": bool(self._subscription and self._subscription.active)}

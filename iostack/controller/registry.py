@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import re
+import time
+import uuid
 from typing import Any
 
 import redis
@@ -222,6 +224,10 @@ class Registries:
                 pipe.hset(key, name, json.dumps(value))
                 added.append(marker)
             pipe.sadd(seeded_key, marker)
+        # A namespace set up for the first time gets its marker here; one that
+        # lost it (flushed) is refilled from the controller's journal first
+        # (``guardian``), so seeding never vouches for an emptied store.
+        pipe.setnx(k.marker, json.dumps({"epoch": uuid.uuid4().hex, "set": time.time()}))
         if added:
             announce(pipe, k)
         pipe.execute()

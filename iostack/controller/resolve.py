@@ -51,6 +51,14 @@ class RequestInfo:
     size: int | None = None
     content_type: str | None = None
     tags: Mapping[str, str] = field(default_factory=dict)  # object metadata, lower-case keys
+    # (container, object) pairs whose rules apply, most general first: the
+    # request's own by default; a write that lands elsewhere than where the
+    # tenant wrote (S3 multipart parts, archived versions) adds the origin first.
+    policy_paths: tuple[tuple[str | None, str | None], ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.policy_paths:
+            object.__setattr__(self, "policy_paths", ((self.container, self.obj),))
 
     @classmethod
     def from_path(cls, method: str, path: str, size: int | None = None,
@@ -72,11 +80,12 @@ class RequestInfo:
         """The (level, target) pairs whose rules concern this request, most general first."""
         found = [("global", "*")] + [("group", g) for g in sorted(groups)]
         found.append(("tenant", self.account))
-        if self.container:
-            found += [("container", f"*/{self.container}"),
-                      ("container", f"{self.account}/{self.container}")]
-            if self.obj:
-                found.append(("object", f"{self.account}/{self.container}/{self.obj}"))
+        for container, obj in self.policy_paths:
+            if container:
+                found += [("container", f"*/{container}"),
+                          ("container", f"{self.account}/{container}")]
+                if obj:
+                    found.append(("object", f"{self.account}/{container}/{obj}"))
         return found
 
 

@@ -13,10 +13,12 @@ all-in-one does this). FILE is JSON:
   ``namespace``, ``metrics_grace``, ``metrics_history``,
   ``actor_hold_seconds`` (see ``control_loop``).
 
-On start it seeds the built-in vocabulary into Redis (idempotent, keeps
-administrator changes), starts the metric loop (RabbitMQ consumer,
-aggregation, policy actors: ``control_loop``), then serves the API with werkzeug's threaded WSGI
-server (no debugger, no reloader) until SIGTERM or SIGINT.
+On start it refills an emptied policy store from its journal
+(``guardian``), seeds the built-in vocabulary into Redis (idempotent, keeps
+administrator changes), starts the guardian's journal thread and the metric
+loop (RabbitMQ consumer, aggregation, policy actors: ``control_loop``), then
+serves the API with werkzeug's threaded WSGI server (no debugger, no
+reloader) until SIGTERM or SIGINT.
 """
 
 from __future__ import annotations
@@ -27,12 +29,14 @@ import logging
 import signal
 import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 from werkzeug.serving import make_server
 
 from iostack.controller.api import create_app
 from iostack.controller.control_loop import ControlLoop
+from iostack.controller.guardian import JOURNAL_FILE, StoreGuardian
 
 REQUIRED = ("host", "port", "redis_url", "amqp_url", "admin_token", "state_dir")
 LOG = logging.getLogger("iostack.controller")
@@ -55,12 +59,15 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     config = load_config(args.config)
     app = create_app(config)
-    registries = app.extensions["iostack"].registries
+    ctl = app.extensions["iostack"]
+    guardian = StoreGuardian(ctl.redis, ctl.keys, Path(config["state_dir"]) / JOURNAL_FILE)
+    guardian.restore_if_unmarked()  # before seeding: an emptied store is refilled, not re-marked
+    registries = ctl.registries
     added = registries.seed()
     for tenant in config.get("tenants", ()):
         registries.add_tenant(tenant)
     LOG.info("vocabulary seeded (%d new entries)", len(added))
-    ctl = app.extensions["iostack"]
+    guardian.start()
     ctl.control_loop = ControlLoop(config, ctl.redis, ctl.keys, ctl.store, registries)
     ctl.control_loop.start()
     server = make_server(config["host"], int(config["port"]), app, threaded=True)
@@ -74,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     LOG.info("controller listening on http://%s:%s", config["host"], server.server_port)
     server.serve_forever()
     ctl.control_loop.stop()
+    guardian.stop()
     return 0
 
 

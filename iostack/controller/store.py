@@ -23,13 +23,15 @@ import time
 from typing import Any
 
 import redis
+from swift.common.swob import Request
 
 from iostack.controller.compiler import compile_policies
 from iostack.controller.keys import KeySpace
-from iostack.controller.reader import SnapshotScript
+from iostack.controller.reader import PolicyReader
 from iostack.controller.registry import Registries, RegistryError, announce
-from iostack.controller.resolve import Level, RequestInfo, Resolution, resolve, resolve_block
+from iostack.controller.resolve import Level, Resolution, resolve_block
 from iostack.dsl.checker import check_text
+from iostack.swift_middleware.view import RequestView, view_for
 
 MAX_RETRIES = 20
 
@@ -54,7 +56,7 @@ class PolicyStore:
         self.redis = client
         self.keys = keys
         self.registries = registries
-        self._snapshot = SnapshotScript(client, keys.prefix)
+        self._reader = PolicyReader(prefix=keys.prefix, subscribe=False, client=client)
 
     # -- submission -------------------------------------------------------------
 
@@ -168,10 +170,25 @@ class PolicyStore:
 
         return [r for r in self.list() if any(concerns(t) for t in r["targets"])]
 
-    def explain(self, request: RequestInfo) -> Resolution:
-        """What the data path would run for ``request`` (same fetch and resolve code)."""
-        snap = self._snapshot(request, want_vocab=True)
-        return resolve(request, snap.levels, snap.filters, snap.object_types)
+    def explain(self, method: str, path: str, headers: dict[str, str] | None = None,
+                size: int | None = None) -> tuple[RequestView, Resolution]:
+        """What the data path would run for a request: the same request view and the
+        same lookup and resolution code (``iostack.swift_middleware.view``).
+
+        ``path`` is quoted as a client sends it. On GET and HEAD, ``size`` and the
+        headers (``Content-Type``, ``X-Object-Meta-*``) stand for the stored object's
+        attributes, which the data path reads with a HEAD. ``ValueError`` for a path
+        that is not ``/v1/<account>/...``; ``PolicyStoreUnavailable`` as on the data path.
+        """
+        headers = dict(headers or {})
+        if size is not None:
+            headers["Content-Length"] = str(size)
+        env = Request.blank(path, environ={"REQUEST_METHOD": method.upper()},
+                            headers=headers).environ
+        view = view_for(env)
+        if view is None:
+            raise ValueError(f"not a Swift path: {path!r} (expected /v1/<account>/...)")
+        return view, view.resolution(self._reader)
 
     def block_stack(self, volume: str, storage_group: str | None = None) -> Resolution:
         """The filter stack of a volume (for the block bridge and ``explain``)."""

@@ -89,16 +89,30 @@ Key = tuple[str, str | None]
 
 
 class Window:
-    """The counters of the current interval of one worker."""
+    """The counters of the current interval of one worker.
 
-    def __init__(self) -> None:
+    At most ``max_targets`` (account, container) pairs are tracked per
+    interval, so a batch stays bounded however many containers clients
+    touch; requests for further targets are not counted, only tallied in
+    ``untracked`` (reported and reset by ``flush``).
+    """
+
+    def __init__(self, max_targets: int = 5000) -> None:
         self._lock = threading.Lock()
         self._counts: dict[Key, Counts] = {}
         self._active: dict[Key, int] = {}
+        self.max_targets = max_targets
+        self.untracked = 0
 
-    def started(self, key: Key) -> None:
+    def started(self, key: Key) -> bool:
+        """Count a request as in progress; False (and nothing counted) over the cap."""
         with self._lock:
+            if (key not in self._active and key not in self._counts
+                    and len(self._counts.keys() | self._active.keys()) >= self.max_targets):
+                self.untracked += 1
+                return False
             self._active[key] = self._active.get(key, 0) + 1
+            return True
 
     def transferred(self, key: Key, received: int = 0, sent: int = 0) -> None:
         """Body bytes as they move, so a long transfer counts in the intervals it spans."""
@@ -130,6 +144,7 @@ class Window:
         with self._lock:
             counts, self._counts = self._counts, {}
             active = dict(self._active)
+            self.untracked = 0
         keys = set(counts) | set(active)
         return [counts.get(key, Counts()).to_json(key[0], key[1], active.get(key, 0))
                 for key in sorted(keys, key=lambda k: (k[0], k[1] or ""))]

@@ -38,6 +38,7 @@ from swift.common.utils import split_path
 
 from iostack.monitoring.bus import PerWorker, Publisher, metrics_exchange, source_id
 from iostack.monitoring.counters import SCHEMA_VERSION, Key, Window
+from iostack.swift_middleware.view import view_for
 
 LOG = logging.getLogger(__name__)
 STAGES = ("proxy", "object")
@@ -73,7 +74,11 @@ class Reporter:
                 LOG.exception("IOStack metrics: could not publish a sample")
 
     def flush(self, start: float) -> None:
+        untracked = self.window.untracked
         samples = self.window.flush()
+        if untracked:
+            LOG.warning("IOStack metrics: %d requests not counted: over the cap of %d "
+                        "targets per batch", untracked, self.window.max_targets)
         lost = self.publisher.lost_items - self._lost_reported
         if lost:
             self._lost_reported += lost
@@ -162,12 +167,17 @@ class MetricsMiddleware:
         return self._reporter.get()
 
     def _key(self, env: dict[str, Any]) -> Key | None:
-        """(account, container) of a tenant request; None for anything else."""
+        """(account, container) of a tenant request; None for anything else.
+
+        On the proxy only requests Swift authorizes count: an anonymous client
+        must not raise a tenant's metrics (and fire its policies' actors)."""
         path = env.get("PATH_INFO", "")
+        if self.stage == "proxy":
+            view = view_for(env, self.app)
+            if view is None or view.internal or not view.authorized():
+                return None
+            return view.account, view.container
         try:
-            if self.stage == "proxy":
-                version, account, container, _obj = split_path(path, 2, 4, True)
-                return (account, container) if version in ("v1", "v1.0") else None
             if env.get("REQUEST_METHOD") in BACKGROUND_METHODS:
                 return None
             _dev, _part, account, container, _obj = split_path(path, 5, 5, True)
@@ -182,7 +192,8 @@ class MetricsMiddleware:
         window = self.reporter.window
         method = env.get("REQUEST_METHOD", "GET")
         began = time.monotonic()
-        window.started(key)
+        if not window.started(key):
+            return self.app(env, start_response)
         ended = False
 
         def done() -> None:

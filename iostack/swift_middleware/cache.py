@@ -67,12 +67,11 @@ from eventlet import spawn, spawn_n
 from eventlet.greenthread import GreenThread
 from swift.common.request_helpers import resolve_etag_is_at_header, resolve_ignore_range_header
 from swift.common.swob import Request, Response
-from swift.common.utils import close_if_possible, split_path
+from swift.common.utils import close_if_possible
 from swift.common.wsgi import make_subrequest
 from swift.proxy.controllers.base import get_container_info
 
 from iostack.controller.reader import PolicyReader
-from iostack.controller.resolve import RequestInfo
 from iostack.filters.caching import HeadCachedSource
 from iostack.swift_middleware.cache_policy import CachingPolicy, caching_rules
 from iostack.swift_middleware.cache_worker import CachedObject, WorkerCache, cached_headers
@@ -80,6 +79,7 @@ from iostack.swift_middleware.decode import ViewAppIter
 from iostack.swift_middleware.policies import reader_settings, shared_reader
 from iostack.swift_middleware.source import SWIFT_SOURCE as DECODER_SOURCE
 from iostack.swift_middleware.source import ObjectChanged, SwiftObjectSource
+from iostack.swift_middleware.view import view_for
 
 LOG = logging.getLogger(__name__)
 
@@ -235,16 +235,15 @@ class IOStackCacheMiddleware:
             handler = self.handle_read
         else:
             return self.app(env, start_response)
-        req = Request(env)
-        try:
-            split_path(req.path, 4, 4, True)
-        except ValueError:
+        view = view_for(env, self.app)
+        if view is None or view.obj is None or view.internal:
             return self.app(env, start_response)
-        return handler(req)(env, start_response)
+        return handler(Request(env))(env, start_response)
 
     def _lookup_policies(self, req: Request):
-        # The levels depend on the path alone; headers matter only to resolve().
-        return self.reader.lookup(RequestInfo.from_path("GET", req.path))
+        # The request's one lookup (the levels depend on the path alone); the
+        # conditions are resolved on the object's headers (``CachingPolicy``).
+        return view_for(req.environ, self.app).lookup(self.reader)
 
     # -- writes ------------------------------------------------------------------
     def handle_write(self, req: Request):

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from swift.common.request_helpers import (
@@ -52,11 +53,12 @@ from swift.common.swob import (
 )
 from swift.common.utils import get_logger, split_path
 
-from iostack.controller.reader import PolicyReader
-from iostack.controller.resolve import RequestInfo, resolve
+from iostack.controller.reader import PolicyReader, PolicyStoreUnavailable
+from iostack.controller.resolve import PipelineEntry
 from iostack.filters.base import FilterContext, KeyProvider
 from iostack.filters.errors import FilterError
 from iostack.filters.keys import KeyFileProvider
+from iostack.filters.metadata import FilterMetadata
 from iostack.filters.registry import get_filter
 from iostack.storlet_runtime.packaging import storlet_name
 from iostack.swift_middleware.decode import decoded_response, is_filtered
@@ -73,15 +75,19 @@ from iostack.swift_middleware.record import (
 )
 from iostack.swift_middleware.sandbox_on_object import STAGES as SANDBOXED_DECODE_STAGES
 from iostack.swift_middleware.sandboxed import SandboxedEncoder
+from iostack.swift_middleware.view import RequestView, view_for
 
 LOG = logging.getLogger(__name__)
 
 
-def _is_manifest(req: Request) -> bool:
-    # Large-object manifests describe segments; the segments themselves are filtered.
-    return ("X-Object-Manifest" in req.headers
-            or req.headers.get("X-Static-Large-Object", "").lower() == "true"
-            or req.params.get("multipart-manifest") == "put")
+def _is_bare_manifest(req: Request) -> bool:
+    # An SLO manifest's body is the list of its segments (the slo middleware
+    # above wrote it), and a DLO manifest usually has none: the segments are
+    # the data and are filtered as objects. A DLO manifest that carries a body
+    # carries tenant data: it is filtered like any PUT.
+    return (req.headers.get("X-Static-Large-Object", "").lower() == "true"
+            or req.params.get("multipart-manifest") == "put"
+            or ("X-Object-Manifest" in req.headers and req.content_length == 0))
 
 
 class IOStackProxyMiddleware:
@@ -120,9 +126,26 @@ class IOStackProxyMiddleware:
         context = FilterContext(account=account, container=container, obj=obj, keys=self.keys)
         if req.method in ("GET", "HEAD"):
             return self.handle_read(req, context)
-        if req.method == "PUT" and not _is_manifest(req):
-            return self.handle_put(req, context)
+        view = view_for(req.environ, self.app)
+        if view is None or view.internal:
+            return self.app
+        if req.method == "PUT" and not _is_bare_manifest(req):
+            return self.handle_put(req, view, context)
+        if req.method in ("PUT", "POST"):
+            # Nothing to encode, but the write must not proceed on unknown policies.
+            try:
+                view.lookup(self.reader)
+            except PolicyStoreUnavailable as exc:
+                return self._unavailable(req, exc)
         return self.app
+
+    def _unavailable(self, req: Request, exc: PolicyStoreUnavailable):
+        self.logger.error("IOStack: refusing %s %s: %s", req.method, req.path, exc)
+        # Storing the object without its policy (say, unencrypted) would break
+        # the policy silently; refuse instead, until the store is back.
+        return HTTPServiceUnavailable(
+            request=req, body=f"IOStack: {exc}; try again later\n",
+            content_type="text/plain")
 
     # -- GET / HEAD ------------------------------------------------------------
     def handle_read(self, req: Request, context: FilterContext):
@@ -144,13 +167,18 @@ class IOStackProxyMiddleware:
             PIPELINE_HEADER, "") else None
 
     # -- PUT -------------------------------------------------------------------
-    def handle_put(self, req: Request, context: FilterContext):
+    def handle_put(self, req: Request, view: RequestView, context: FilterContext):
         # Only middleware below the gatekeeper (copy) can send these: they describe
         # another object's stored form, never this body.
         for name in [h for h in req.headers if h.title().startswith(SYSMETA_PREFIX)]:
             del req.headers[name]
         try:
-            encoders, object_filters, preserved = self._encoders(req, context)
+            resolution = view.resolution(self.reader)
+        except PolicyStoreUnavailable as exc:
+            return self._unavailable(req, exc)
+        try:
+            encoders, object_filters, preserved = self._encoders(
+                req, resolution.pipeline, view.lookup(self.reader)[1], context)
         except HTTPException as error:
             return error
         if object_filters:
@@ -180,18 +208,8 @@ class IOStackProxyMiddleware:
             resp.headers["Etag"] = body.md5.hexdigest()  # unquoted, as Swift sends it
         return resp
 
-    def _encoders(self, req: Request, context: FilterContext):
-        info = RequestInfo.from_path("PUT", req.path, headers=dict(req.headers))
-        try:
-            levels, filters, object_types = self.reader.lookup(info)
-            pipeline = resolve(info, levels, filters, object_types).pipeline
-        except Exception as exc:  # noqa: BLE001 - any Redis failure means "policies unknown"
-            LOG.error("IOStack: policy lookup for %s failed: %s", req.path, exc)
-            # Storing the object without its policy (say, unencrypted) would break
-            # the policy silently; refuse instead.
-            raise HTTPServiceUnavailable(
-                request=req, body="IOStack: policy store unavailable, try again later",
-                content_type="text/plain") from None
+    def _encoders(self, req: Request, pipeline: list[PipelineEntry],
+                  filters: Mapping[str, FilterMetadata], context: FilterContext):
         encoders, object_filters = [], []
         preserved = True  # every encoder passes the body through unchanged
         for entry in pipeline:

@@ -45,12 +45,12 @@ from typing import Any
 
 import eventlet
 from swift.common.swob import Response
-from swift.common.utils import split_path
 
-from iostack.controller.resolve import RequestInfo
+from iostack.controller.reader import PolicyStoreUnavailable
 from iostack.filters.bandwidth import DIRECTIONS, scope_of
 from iostack.monitoring.bus import Consumer, PerWorker, qos_exchange, source_id
 from iostack.swift_middleware.policies import reader_settings, shared_reader
+from iostack.swift_middleware.view import RequestView, view_for
 
 LOG = logging.getLogger(__name__)
 
@@ -195,29 +195,27 @@ class QosMiddleware:
     def shaper(self) -> Shaper:
         return self._shaper.get()
 
-    def _policy(self, env: dict[str, Any], account: str,
-                container: str | None) -> tuple[str, dict[str, Any] | None]:
+    def _policy(self, view: RequestView) -> tuple[str, dict[str, Any] | None]:
         """(scope, the bandwidth parameters) of a request; (account, None) without a policy."""
         try:
-            info = RequestInfo.from_path(env["REQUEST_METHOD"], env["PATH_INFO"])
-            pipeline = shared_reader(self.reader_settings).resolve(info).pipeline
-        except Exception as exc:  # noqa: BLE001 - serve unshaped rather than refuse
-            LOG.error("IOStack QoS: policy lookup for %s failed: %s", env.get("PATH_INFO"), exc)
-            return account, None
+            pipeline = view.resolution(shared_reader(self.reader_settings)).pipeline
+        except PolicyStoreUnavailable as exc:
+            # QoS fails open: serving unshaped loses no data (docs/datapath.md).
+            LOG.error("IOStack QoS: policy lookup for %s failed: %s", view.path_info, exc)
+            return view.account, None
         for entry in pipeline:
             if entry.filter == "bandwidth":
-                return scope_of(entry.sources, account, container), entry.params
-        return account, None
+                return scope_of(entry.sources, view.account, view.container), entry.params
+        return view.account, None
 
     def __call__(self, env: dict[str, Any], start_response: Callable) -> Any:
-        try:
-            version, account, container, _obj = split_path(env.get("PATH_INFO", ""), 2, 4, True)
-        except ValueError:
-            return self.app(env, start_response)
-        if version not in ("v1", "v1.0"):
+        view = view_for(env, self.app)
+        # Only requests Swift lets through take tokens: an anonymous client must
+        # not drain a tenant's buckets.
+        if view is None or view.internal or not view.authorized():
             return self.app(env, start_response)
         shaper = self.shaper
-        scope, policy = self._policy(env, account, container)
+        scope, policy = self._policy(view)
         if policy is None and scope not in shaper.assigned:
             return self.app(env, start_response)
         ops = shaper.rate(scope, "ops", policy)

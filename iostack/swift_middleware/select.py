@@ -70,7 +70,7 @@ from swift.common.swob import (
 from swift.common.utils import close_if_possible, config_true_value, split_path
 from swift.common.wsgi import make_subrequest
 
-from iostack.controller.resolve import RequestInfo
+from iostack.controller.reader import PolicyStoreUnavailable
 from iostack.filters.base import FilterContext, FilterSpec
 from iostack.filters.errors import FilterError, UnknownFilterError
 from iostack.filters.records import prepend
@@ -86,6 +86,7 @@ from iostack.swift_middleware.select_frames import (
     select_request,
 )
 from iostack.swift_middleware.selecting import SelectError, Selecting, closing, record_range
+from iostack.swift_middleware.view import RequestView, view_for
 
 LOG = logging.getLogger(__name__)
 FILTER_HEADER = "X-Iostack-Filter"
@@ -201,12 +202,12 @@ class SelectMiddleware:
         self.max_first_line = int(conf.get("max_first_line", 1 << 20))
         self.object_stage = config_true_value(conf.get("object_stage", "true"))
 
-    def _policy_filters(self, req: Request) -> list[tuple[FilterSpec, dict[str, Any], str]]:
+    def _policy_filters(self, view: RequestView) -> list[tuple[FilterSpec, dict[str, Any], str]]:
         try:
-            info = RequestInfo.from_path("GET", req.path, headers=dict(req.headers))
-            pipeline = shared_reader(self.reader_settings).resolve(info).pipeline
-        except Exception as exc:  # noqa: BLE001 - serve without the policy's selection
-            LOG.error("IOStack select: policy lookup for %s failed: %s", req.path, exc)
+            pipeline = view.resolution(shared_reader(self.reader_settings)).pipeline
+        except PolicyStoreUnavailable as exc:
+            # Selection fails open: the tenant gets the whole object (docs/datapath.md).
+            LOG.error("IOStack select: policy lookup for %s failed: %s", view.path_info, exc)
             return []
         chosen = []
         for entry in pipeline:
@@ -226,10 +227,14 @@ class SelectMiddleware:
             _version, account, container, obj = split_path(req.path, 4, 4, True)
         except ValueError:
             return self.app
+        view = view_for(req.environ, self.app)
+        # Nothing is parsed or resolved for a request Swift will refuse.
+        if view is None or view.internal or not view.authorized():
+            return self.app
         context = FilterContext(account=account, container=container, obj=obj)
         try:
             requested = requested_filter(req)
-            chain = self._policy_filters(req) + ([requested] if requested else [])
+            chain = self._policy_filters(view) + ([requested] if requested else [])
             if not chain:
                 return self.app
             return ProxySelect(self.app, req, chain, context, self.max_first_line,

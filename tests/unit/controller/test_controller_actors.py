@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from iostack.controller.actors import ActorManager, holds
-from iostack.controller.resolve import RequestInfo
 from iostack.monitoring.aggregator import Interval, Totals
 
 
@@ -39,7 +38,7 @@ def actors(redis_client, keys, store, registries, clock):
 
 
 def pipeline(store, path: str = "/v1/AUTH_t1/c/o") -> list[str]:
-    return [e.filter for e in store.explain(RequestInfo.from_path("PUT", path)).pipeline]
+    return [e.filter for e in store.explain("PUT", path)[1].pipeline]
 
 
 def add(store, text: str) -> str:

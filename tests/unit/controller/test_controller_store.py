@@ -8,12 +8,12 @@ import threading
 import pytest
 
 from iostack.controller.registry import RegistryError
-from iostack.controller.resolve import RequestInfo
 from iostack.dsl import DSLError
 
 
 def explain(store, method, path, size=None, **headers):
-    return store.explain(RequestInfo.from_path(method, path, size=size, headers=headers))
+    return store.explain(method, path, {k.replace("_", "-"): v for k, v in headers.items()},
+                         size)[1]
 
 
 def rule_keys(redis_client, keys):

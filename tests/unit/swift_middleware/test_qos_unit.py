@@ -101,7 +101,7 @@ def call(mw, method="GET", body=b""):
 
 def test_over_the_ops_limit_past_the_wait_is_429_with_retry_after(middleware, monkeypatch):
     params = get_filter("bandwidth").validate({"ops": 2, "wait": 0.6})
-    monkeypatch.setattr(middleware, "_policy", lambda env, a, c: ("AUTH_t1", params))
+    monkeypatch.setattr(middleware, "_policy", lambda view: ("AUTH_t1", params))
     statuses = [call(middleware)[0][0] for _ in range(3)]
     # One token in the bucket, then one 0.5 s away (waited), then 1.0 s away (> 0.6 s).
     assert statuses[:2] == ["200 OK"] * 2 and statuses[2].startswith("429")
@@ -112,7 +112,7 @@ def test_over_the_ops_limit_past_the_wait_is_429_with_retry_after(middleware, mo
 
 def test_bodies_are_paced_both_ways_and_untouched(middleware, monkeypatch):
     params = get_filter("bandwidth").validate({"get": 10_000, "put": 1000})
-    monkeypatch.setattr(middleware, "_policy", lambda env, a, c: ("AUTH_t1", params))
+    monkeypatch.setattr(middleware, "_policy", lambda view: ("AUTH_t1", params))
     status, out = call(middleware, "PUT", b"p" * 500)
     assert out == b"a" * 1000 + b"p" * 500
     assert middleware.slept and sum(middleware.slept) == pytest.approx(0.49, abs=0.02)
@@ -122,6 +122,6 @@ def test_bodies_are_paced_both_ways_and_untouched(middleware, monkeypatch):
 
 
 def test_no_policy_no_assignment_passes_through(middleware, monkeypatch):
-    monkeypatch.setattr(middleware, "_policy", lambda env, a, c: ("AUTH_t1", None))
+    monkeypatch.setattr(middleware, "_policy", lambda view: ("AUTH_t1", None))
     assert call(middleware, "PUT", b"x" * 100000)[1].endswith(b"x" * 100000)
     assert middleware.slept == []

@@ -1,0 +1,200 @@
+"""The policy store's guardian: a journal of the namespace, and its restoration.
+
+The data path refuses writes when the policy store has no ``marker`` key
+(``iostack.controller.reader``): a flushed Redis, or one restarted without
+persistence, holds no rules, and reading that as "no policy" would store
+tenants' objects unfiltered. The controller makes such a store whole again:
+
+- **Journal.** Whenever the store's ``version`` moved (every change bumps
+  it) and the marker is there, every key of the namespace is read in one
+  transaction and written to ``<state_dir>/policy-store.json`` (0600,
+  replaced atomically). Keys with a time to live (transient state) are left
+  out. Values stay JSON strings as stored; nothing is evaluated.
+- **Restore.** When the marker is missing and a journal exists, its keys are
+  written back in one ``MULTI`` together with the marker and an invalidation
+  announcement, so proxies drop their caches and accept writes again, all
+  within ``interval`` of Redis answering. Without a journal the store stays
+  unmarked (writes keep failing) and the controller logs why.
+
+The controller calls ``restore_if_unmarked`` before seeding the vocabulary at
+start (so seeding never vouches for an emptied store), then ``start``s the
+background thread.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from iostack.controller.keys import KeySpace
+from iostack.controller.registry import announce
+
+LOG = logging.getLogger(__name__)
+JOURNAL_FILE = "policy-store.json"
+JOURNAL_FORMAT = 1
+
+
+def _glob_escape(text: str) -> str:
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
+
+
+class StoreGuardian:
+    def __init__(self, client: redis.Redis, keys: KeySpace, journal: Path,
+                 interval: float = 0.5) -> None:
+        self.redis = client
+        self.keys = keys
+        self.journal = Path(journal)
+        self.interval = interval
+        self._journaled_version: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="iostack-guardian", daemon=True)
+
+    # -- one step ----------------------------------------------------------------
+    def tick(self) -> str:
+        """Journal a changed store, or restore an unmarked one; what was done."""
+        marker, version = self.redis.mget(self.keys.marker, self.keys.version)
+        if not marker:
+            return "restored" if self.restore_if_unmarked() else "unmarked"
+        if version == self._journaled_version:
+            return "unchanged"
+        return "journaled" if self.write_journal() else "unchanged"
+
+    def write_journal(self) -> bool:
+        names = list(self.redis.scan_iter(match=_glob_escape(self.keys.prefix) + "*", count=500))
+        with self.redis.pipeline(transaction=True) as pipe:
+            pipe.get(self.keys.marker)
+            pipe.get(self.keys.version)
+            for name in names:
+                pipe.type(name)
+                pipe.pttl(name)
+            head = pipe.execute()
+        marker, version, meta = head[0], head[1], head[2:]
+        if not marker:
+            return False
+        kinds = {}
+        for name, kind, ttl in zip(names, meta[::2], meta[1::2], strict=True):
+            if ttl == -1 and _s(kind) in _READERS:
+                kinds[_s(name)] = _s(kind)
+        with self.redis.pipeline(transaction=True) as pipe:
+            for name, kind in kinds.items():
+                _READERS[kind](pipe, name)
+            pipe.get(self.keys.version)
+            values = pipe.execute()
+        if values[-1] != version:
+            return False  # changed under us: the next tick journals the newer store
+        data = {name: _plain(kind, value)
+                for (name, kind), value in zip(kinds.items(), values, strict=False)}
+        document = {"format": JOURNAL_FORMAT, "prefix": self.keys.prefix,
+                    "version": _s(version), "keys": {n: {"type": kinds[n], "value": v}
+                                                     for n, v in data.items()}}
+        self.journal.parent.mkdir(parents=True, exist_ok=True)
+        partial = self.journal.with_suffix(".tmp")
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(document, f)
+        os.replace(partial, self.journal)
+        self._journaled_version = version
+        return True
+
+    def restore_if_unmarked(self) -> bool:
+        """Refill an unmarked store from the journal; False when there is none to use."""
+        if self.redis.exists(self.keys.marker):
+            return False
+        try:
+            document = json.loads(self.journal.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            LOG.error("the policy store %s has no marker and there is no journal (%s): "
+                      "writes stay refused until an administrator sets it up again",
+                      self.keys.prefix, self.journal)
+            return False
+        if document.get("format") != JOURNAL_FORMAT or document.get("prefix") != self.keys.prefix:
+            LOG.error("journal %s is not for %s: not restored", self.journal, self.keys.prefix)
+            return False
+        entries = document["keys"]
+        with self.redis.pipeline(transaction=True) as pipe:
+            for name, entry in entries.items():
+                if not name.startswith(self.keys.prefix) or entry["type"] not in _WRITERS:
+                    continue
+                pipe.delete(name)
+                _WRITERS[entry["type"]](pipe, name, entry["value"])
+            announce(pipe, self.keys)
+            pipe.execute()
+        LOG.warning("the policy store %s had lost its marker (flushed or restarted empty): "
+                    "restored %d keys from %s", self.keys.prefix, len(entries), self.journal)
+        return True
+
+    # -- the thread --------------------------------------------------------------
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.tick()
+            except redis.RedisError as exc:
+                LOG.debug("guardian: policy store unreachable: %s", exc)
+            except Exception:  # noqa: BLE001 - the guardian must outlive any one failure
+                LOG.exception("guardian: unexpected error")
+
+
+def _s(value: Any) -> Any:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _plain(kind: str, value: Any) -> Any:
+    if kind == "hash":
+        return {_s(k): _s(v) for k, v in value.items()}
+    if kind == "set":
+        return sorted(_s(v) for v in value)
+    if kind == "list":
+        return [_s(v) for v in value]
+    if kind == "zset":
+        return [[_s(m), s] for m, s in value]
+    return _s(value)
+
+
+_READERS = {
+    "string": lambda pipe, name: pipe.get(name),
+    "hash": lambda pipe, name: pipe.hgetall(name),
+    "set": lambda pipe, name: pipe.smembers(name),
+    "list": lambda pipe, name: pipe.lrange(name, 0, -1),
+    "zset": lambda pipe, name: pipe.zrange(name, 0, -1, withscores=True),
+}
+
+
+def _write_hash(pipe, name: str, value: dict[str, str]) -> None:
+    if value:
+        pipe.hset(name, mapping=value)
+
+
+def _write_set(pipe, name: str, value: list[str]) -> None:
+    if value:
+        pipe.sadd(name, *value)
+
+
+def _write_list(pipe, name: str, value: list[str]) -> None:
+    if value:
+        pipe.rpush(name, *value)
+
+
+def _write_zset(pipe, name: str, value: list[list[Any]]) -> None:
+    if value:
+        pipe.zadd(name, {member: score for member, score in value})
+
+
+_WRITERS = {
+    "string": lambda pipe, name, value: pipe.set(name, value),
+    "hash": _write_hash,
+    "set": _write_set,
+    "list": _write_list,
+    "zset": _write_zset,
+}
