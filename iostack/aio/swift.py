@@ -225,6 +225,13 @@ class SwiftLayout:
             "use": "egg:swift#memcache",
             "memcache_servers": self.memcache_url,
         }
+        # Both versioning modes (X-Versions-Location/X-History-Location, and
+        # X-Versions-Enabled, which S3 bucket versioning uses).
+        conf["filter:versioned_writes"] = {
+            "use": "egg:swift#versioned_writes",
+            "allow_versioned_writes": "true",
+            "allow_object_versioning": "true",
+        }
         for name in PROXY_PIPELINE[:-1]:
             if not conf.has_section(f"filter:{name}"):
                 conf[f"filter:{name}"] = {"use": f"egg:swift#{name.replace('-', '_')}"}

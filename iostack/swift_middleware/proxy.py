@@ -80,13 +80,16 @@ from iostack.swift_middleware.view import RequestView, view_for
 LOG = logging.getLogger(__name__)
 
 
-def _is_bare_manifest(req: Request) -> bool:
+def _carries_no_data(req: Request) -> bool:
     # An SLO manifest's body is the list of its segments (the slo middleware
     # above wrote it), and a DLO manifest usually has none: the segments are
     # the data and are filtered as objects. A DLO manifest that carries a body
-    # carries tenant data: it is filtered like any PUT.
+    # carries tenant data: it is filtered like any PUT. A symlink (object
+    # versioning makes one per version) has no body and its own listing
+    # overrides, which a filter record must not replace.
     return (req.headers.get("X-Static-Large-Object", "").lower() == "true"
             or req.params.get("multipart-manifest") == "put"
+            or "X-Object-Sysmeta-Symlink-Target" in req.headers
             or ("X-Object-Manifest" in req.headers and req.content_length == 0))
 
 
@@ -129,7 +132,7 @@ class IOStackProxyMiddleware:
         view = view_for(req.environ, self.app)
         if view is None or view.internal:
             return self.app
-        if req.method == "PUT" and not _is_bare_manifest(req):
+        if req.method == "PUT" and not _carries_no_data(req):
             return self.handle_put(req, view, context)
         if req.method in ("PUT", "POST"):
             # Nothing to encode, but the write must not proceed on unknown policies.
@@ -172,6 +175,12 @@ class IOStackProxyMiddleware:
         # another object's stored form, never this body.
         for name in [h for h in req.headers if h.title().startswith(SYSMETA_PREFIX)]:
             del req.headers[name]
+        if req.environ.get("swift.source") == "OV" and req.content_length == 0:
+            # Object versioning moves the client's body into the versions
+            # container but copies the emptied request's Content-Length: 0 over
+            # it; like Swift's proxy, read that body to its end.
+            del req.headers["Content-Length"]
+            req.headers["Transfer-Encoding"] = "chunked"
         try:
             resolution = view.resolution(self.reader)
         except PolicyStoreUnavailable as exc:
