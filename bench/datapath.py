@@ -17,7 +17,8 @@ per line, as real proxy logs have: harder to compress) and ``random`` bytes;
 1 MiB and 10 MiB objects, PUT and GET, 1 and 4 clients. Prints, as medians
 over repetitions, the ratio of each configuration's throughput to ``plain``
 measured in the same repetition, server CPU seconds per GB moved (proxy +
-storage servers), and stored bytes per byte written.
+storage servers), stored bytes per byte written, and the number of policy
+lookups each kind of request makes (``iostack.aio.inprocess``).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from common import (
 from swift.common import direct_client, utils
 from swift.common.ring import Ring
 
+from iostack.aio.inprocess import count_lookups
 from iostack.aio.processes import ProcessManager
 
 CONFIGS = {
@@ -143,6 +145,12 @@ def main() -> None:
                                 for c in CONFIGS]
                     stored_rows.append((kind, human_size(size), *[f"{p:.2f}" for p in percents]))
             print_table(("data", "size", *CONFIGS), stored_rows)
+            print()
+            print("Policy lookups per request, through the proxy pipeline "
+                  "(in-process; container under SET ENCRYPTION)")
+            counts = count_lookups(info, policy=lambda c: policies.add(
+                f"FOR CONTAINER {account}/{c} DO SET ENCRYPTION"))
+            print_table(("request", "lookups"), list(counts.items()))
         finally:
             policies.remove_all()
             manager.stop(PLAIN_PROXY)

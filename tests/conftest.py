@@ -115,17 +115,19 @@ def object_ring(aio) -> Ring:
     return Ring(aio["swift_dir"], ring_name="object")
 
 
+def read_stored(ring: Ring, account: str, container: str, obj: str
+                ) -> tuple[dict[str, str], bytes]:
+    """Headers and bytes of an object as its first object server holds them."""
+    part, nodes = ring.get_nodes(account, container, obj)
+    headers, body = direct_client.direct_get_object(
+        nodes[0], part, account, container, obj, headers={"X-Backend-Iostack-Raw": "true"})
+    return {k.lower(): v for k, v in headers.items()}, body
+
+
 @pytest.fixture(scope="session")
 def stored(object_ring) -> Callable[[str, str, str], tuple[dict[str, str], bytes]]:
     """``stored(account, container, obj)``: headers and bytes as an object server holds them."""
-
-    def read(account: str, container: str, obj: str) -> tuple[dict[str, str], bytes]:
-        part, nodes = object_ring.get_nodes(account, container, obj)
-        headers, body = direct_client.direct_get_object(
-            nodes[0], part, account, container, obj, headers={"X-Backend-Iostack-Raw": "true"})
-        return {k.lower(): v for k, v in headers.items()}, body
-
-    return read
+    return lambda account, container, obj: read_stored(object_ring, account, container, obj)
 
 
 @pytest.fixture(scope="session")
