@@ -83,3 +83,46 @@ def test_while_unsubscribed_the_cache_is_bypassed(store, reader):
     pipeline_of(reader)
     pipeline_of(reader)
     assert calls.count("EVALSHA") == 2
+
+
+def test_a_cached_container_lookup_never_shadows_object_rules(store, reader):
+    store.submit("FOR OBJECT t1/logs/secret.csv DO SET encryption")
+    assert wait_until(lambda: pipeline_of(reader, path="/v1/AUTH_t1/logs/secret.csv") != [])
+    reader.invalidate()
+    # A listing or container HEAD resolves the container path first...
+    assert pipeline_of(reader, "GET", "/v1/AUTH_t1/logs") == []
+    assert pipeline_of(reader, "HEAD", "/v1/AUTH_t1/logs") == []
+    # ...and the object's rule still holds for the object.
+    assert [f for f, *_ in pipeline_of(reader, path="/v1/AUTH_t1/logs/secret.csv")] == \
+        ["encryption"]
+
+
+def test_a_store_without_its_marker_is_unavailable(store, reader, redis_client, keys):
+    import pytest
+
+    from iostack.controller.reader import PolicyStoreUnavailable
+
+    assert pipeline_of(reader) == []
+    redis_client.delete(keys.marker)
+    reader.invalidate()  # FLUSHALL publishes nothing: the cache is dropped by hand here
+    with pytest.raises(PolicyStoreUnavailable, match="no marker"):
+        pipeline_of(reader)
+
+
+def test_an_unreachable_store_is_unavailable(keys):
+    import pytest
+
+    from iostack.controller.reader import PolicyReader, PolicyStoreUnavailable
+
+    reader = PolicyReader("redis://127.0.0.1:1/0", prefix=keys.prefix, subscribe=False)
+    with pytest.raises(PolicyStoreUnavailable, match="cannot be read"):
+        pipeline_of(reader)
+
+
+def test_lookups_and_round_trips_are_counted(store, reader):
+    before = reader.stats()
+    pipeline_of(reader)
+    pipeline_of(reader)
+    after = reader.stats()
+    assert after["lookups"] - before["lookups"] == 2
+    assert after["round_trips"] - before["round_trips"] <= 1
