@@ -53,6 +53,7 @@ from iostack.dsl.ast import (
 )
 from iostack.dsl.errors import Diagnostic, DSLError
 from iostack.dsl.units import UnitError, parse_unit
+from iostack.filters.regex import RegexError, compile_regex
 
 tokens = _lexer.tokens
 
@@ -325,9 +326,10 @@ def p_object_cond_name(p):
     kw, match = _tok(p, 1), _tok(p, 2)
     value = Value(match.value, "string", match.value, match.line, match.column + 2)
     try:
-        re.compile(match.value)
-    except (re.error, OverflowError, RecursionError) as exc:
-        raise _error(match, f"bad regular expression {match.value!r}: {exc}") from None
+        compile_regex(match.value)  # the data path matches with RE2: refuse what it cannot run
+    except RegexError as exc:
+        raise DSLError.at(value.line, value.column,
+                          f"bad regular expression {match.value!r}: {exc}") from None
     p[0] = ObjectCond("name", "=~", value, kw.line, kw.column)
 
 

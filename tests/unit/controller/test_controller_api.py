@@ -120,6 +120,9 @@ def test_registries_round_trip_and_refuse_in_use_deletes(client, admin):
     ("/v1/classes/compression", {"actions": "SET noop"}, "would hide the filter"),
     ("/v1/groups/g", {"tenants": "t1"}, "field 'tenants' must be a list"),
     ("/v1/object_types/t", {"patterns": ["(unclosed"]}, "bad pattern '(unclosed'"),
+    # Python's re takes a backreference; the data path's RE2 cannot run it.
+    ("/v1/object_types/t", {"patterns": [r"(a)\1"]},
+     r"bad pattern '(a)\\1': not a valid RE2 regular expression: invalid escape sequence"),
     ("/v1/object_types/t", {}, "missing field 'patterns'"),
 ])
 def test_bad_registrations_are_rejected_with_a_reason(client, admin, path, body, message):
