@@ -5,6 +5,7 @@ Grammar (keywords case-insensitive; ``[]`` optional, ``{}`` repeated)::
     program   := statement { (NEWLINE | ";") statement }
     statement := policy | DEFINE CLASS name AS actions
     policy    := FOR targets [WHEN condition] DO actions [TO object_conds]
+               | FOR targets TO object_conds [WHEN condition] DO actions
     targets   := target {"," target}
     target    := ALL | TENANT[:]name | CONTAINER[:]acct/cont | OBJECT[:]acct/cont/obj
                | GROUP[:]name | G:name | VOLUME[:]name | STORAGE_GROUP[:]name
@@ -91,6 +92,14 @@ def p_policy(p):
     p[0] = Policy(
         targets=tuple(p[2]), condition=p[3], actions=_fold_actions(p[5]),
         object_conds=tuple(p[6]), line=_tok(p, 1).line, text="", column=_tok(p, 1).column,
+    )
+
+
+def p_policy_to_first(p):
+    """policy : FOR targets TO object_conds when DO actions"""
+    p[0] = Policy(
+        targets=tuple(p[2]), condition=p[5], actions=_fold_actions(p[7]),
+        object_conds=tuple(p[4]), line=_tok(p, 1).line, text="", column=_tok(p, 1).column,
     )
 
 

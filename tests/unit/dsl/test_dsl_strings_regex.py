@@ -53,6 +53,18 @@ def test_a_quoted_regex_keeps_its_backslashes(vocab, quote):
     assert not matches(conds, "2024.log")
 
 
+def test_the_issue_form_with_to_before_do_matches_digits(vocab):
+    conds = conds_of(r'FOR CONTAINER t1/c TO OBJECT_NAME=~"^\d+$" DO SET COMPRESSION', vocab)
+    assert matches(conds, "123") and not matches(conds, "ddd")
+    (policy,) = check_text("FOR CONTAINER t1/c TO OBJECT_SIZE > 1M, OBJECT_TYPE=DOCS "
+                           "WHEN PUTS_SEC > 3 DO SET compression, SET encryption", vocab).policies
+    assert [c["kind"] for c in policy.object_conds] == ["size", "type"]
+    assert [a.filter for a in policy.actions] == ["compression", "encryption"]
+    assert policy.condition == {"metric": "PUTS_SEC", "op": ">", "value": 3}
+    with pytest.raises(DSLError, match="unexpected keyword TO"):
+        parse("FOR ALL TO OBJECT_SIZE > 1 DO SET x TO OBJECT_SIZE > 2")
+
+
 def test_a_bare_regex_is_taken_as_written(vocab):
     conds = conds_of(r"FOR CONTAINER t1/c DO SET COMPRESSION TO OBJECT_NAME=~^\d+\.csv$", vocab)
     assert matches(conds, "17.csv") and not matches(conds, "17xcsv")
