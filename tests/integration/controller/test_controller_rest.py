@@ -155,10 +155,12 @@ def test_paper_positional_params_and_a_quoted_digit_regex_over_http(api):
     assert [e["filter"] for e in api.explain("PUT", "/v1/AUTH_t1/c/2024", 10)["pipeline"]] == \
         ["compression"]
     assert api.explain("PUT", "/v1/AUTH_t1/c/ddd", 10)["pipeline"] == []
-    error = fails(api.add_policies, 'FOR CONTAINER t1/c DO SET compression '
-                                    'TO OBJECT_NAME=~"(a)\\1"\n'
+    regex = fails(api.add_policies, 'FOR CONTAINER t1/c DO SET compression '
+                                    'TO OBJECT_NAME=~"(a)\\1"')
+    assert regex.status == 400
+    assert [(d["line"], d["column"]) for d in regex.diagnostics] == [(1, 55)]
+    assert "invalid escape sequence" in regex.diagnostics[0]["message"]
+    param = fails(api.add_policies, "FOR TENANT t2 DO SET noop\n"
                                     "FOR TENANT t2 DO SET BANDWIDTH WITH PARAM7=1MBps")
-    assert error.status == 400
-    assert [(d["line"], d["column"]) for d in error.diagnostics] == [(1, 55), (2, 37)]
-    assert "invalid escape sequence" in error.diagnostics[0]["message"]
-    assert "PARAM7: bandwidth declares 6 parameters" in error.diagnostics[1]["message"]
+    assert [(d["line"], d["column"]) for d in param.diagnostics] == [(2, 37)]
+    assert "PARAM7: bandwidth declares 6 parameters" in param.diagnostics[0]["message"]
