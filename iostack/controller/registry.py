@@ -28,6 +28,7 @@ from iostack.dsl.checker import check_text
 from iostack.dsl.errors import DSLError
 from iostack.dsl.vocabulary import Metric, QosClass, Vocabulary
 from iostack.filters.metadata import FilterMetadata
+from iostack.filters.regex import RegexError, compile_regex
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,63}$")
 
@@ -145,8 +146,8 @@ class Registries:
             raise RegistryError("patterns must be a non-empty list of regular expressions")
         for pattern in patterns:
             try:
-                re.compile(pattern.removeprefix("mime:"))
-            except (re.error, OverflowError, RecursionError) as exc:
+                compile_regex(pattern.removeprefix("mime:"))  # as the data path will run it
+            except RegexError as exc:
                 raise RegistryError(f"bad pattern {pattern!r}: {exc}") from None
         self._write(self.keys.object_types, name, patterns)
         return patterns

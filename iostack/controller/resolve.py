@@ -29,13 +29,13 @@ storage group, then the volume; requests and object conditions do not apply.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
 from iostack.filters.metadata import FilterMetadata
+from iostack.filters.regex import search
 
 MIME_PREFIX = "mime:"
 
@@ -201,7 +201,12 @@ def merge_levels(levels: list[Level], filters: Mapping[str, FilterMetadata],
 
 def match_object_conds(conds, request: RequestInfo,
                        object_types: Mapping[str, list[str]]) -> tuple[bool, str]:
-    """Whether every ``TO`` condition holds for the request, and if not, which failed."""
+    """Whether every ``TO`` condition holds for the request, and if not, which failed.
+
+    Name and type patterns run on RE2 (``iostack.filters.regex``): linear in the
+    name, whatever the pattern. One RE2 refuses (stored before patterns were
+    checked with RE2) raises ``RegexError`` rather than skip the rule unseen.
+    """
     for cond in conds:
         kind = cond["kind"]
         if request.obj is None:
@@ -219,7 +224,7 @@ def match_object_conds(conds, request: RequestInfo,
             if request.tags.get(cond["key"]) != cond["value"]:
                 return False, f"object tag {cond['key']} is not {cond['value']!r}"
         elif kind == "name":
-            if not re.search(cond["value"], request.obj):
+            if not search(cond["value"], request.obj):
                 return False, f"object name does not match {cond['value']!r}"
     return True, ""
 
@@ -299,9 +304,9 @@ def _reverse_hint(meta: FilterMetadata, method: str) -> str:
 
 def _pattern_matches(pattern: str, request: RequestInfo) -> bool:
     if pattern.startswith(MIME_PREFIX):
-        return bool(request.content_type) and bool(
-            re.search(pattern[len(MIME_PREFIX):], request.content_type))
-    return bool(re.search(pattern, request.obj or ""))
+        return bool(request.content_type) and search(pattern[len(MIME_PREFIX):],
+                                                     request.content_type)
+    return search(pattern, request.obj or "")
 
 
 _OPS = {">": lambda a, b: a > b, ">=": lambda a, b: a >= b, "<": lambda a, b: a < b,

@@ -13,6 +13,7 @@ objects; nothing is written anywhere.
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +27,7 @@ from iostack.filters.metadata import FilterMetadata, Param
 BLOCK_TARGETS = ("volume", "storage_group")
 _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0"}
+_POSITIONAL = re.compile(r"param([1-9][0-9]{0,3})")  # the parser lower-cases parameter names
 _KIND_WORDS = {"number": "a plain number", "size": "a size", "rate": "a rate",
                "ops": "an operation rate", "duration": "a duration"}
 
@@ -260,11 +262,16 @@ class _Checker:
                               f"sandbox-capable)")
         if action.runtime == "native" and meta.extra.get("runtime") == "storlet":
             raise _at(action, f"{name} is uploaded code: it runs only SANDBOXED")
-        params = {}
+        params: dict[str, Any] = {}
+        written: dict[str, str] = {}  # parameter -> how the policy named it (get or PARAM1)
         for param in action.params:
-            if param.name in params:
-                raise _at(param, f"parameter {param.name!r} given twice")
-            params[param.name] = self.param(meta, param)
+            key = _declared_name(meta, param)
+            if key in params:
+                first, again = written[key], _written(param)
+                how = f" (as {first} and as {again})" if first != again else ""
+                raise _at(param, f"parameter {key!r} given twice{how}")
+            written[key] = _written(param)
+            params[key] = self.param(meta, param, key)
         validator = self.vocab.validators.get(name)
         if validator is not None:
             try:
@@ -274,23 +281,24 @@ class _Checker:
         return CheckedAction("set", name, params, action.stage, action.methods, action.order,
                              action.transient, runtime=action.runtime, **where)
 
-    def param(self, meta: FilterMetadata, node: ast.Param) -> Any:
-        declared = meta.param(node.name)
+    def param(self, meta: FilterMetadata, node: ast.Param, name: str) -> Any:
+        declared = meta.param(name)
         if declared is None:
             names = [p.name for p in meta.params]
             listing = f"; it takes {', '.join(names)}" if names else "; it takes none"
-            hint = suggest(node.name, names)
-            raise _at(node, f"unknown parameter {node.name!r} for {meta.name}"
+            hint = suggest(name, names)
+            raise _at(node, f"unknown parameter {name!r} for {meta.name}"
                             f"{hint or listing}")
+        label = repr(name) if name == node.name else f"{name!r} ({_written(node)})"
         try:
             value = convert(declared, node.value)
         except ValueError as exc:
-            raise _at(node.value, f"parameter {node.name!r} of {meta.name} {exc}, "
+            raise _at(node.value, f"parameter {label} of {meta.name} {exc}, "
                                   f"got {node.value.raw!r}") from None
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             low, high = declared.minimum, declared.maximum
             if (low is not None and value < low) or (high is not None and value > high):
-                raise _at(node.value, f"parameter {node.name!r} of {meta.name} must be in "
+                raise _at(node.value, f"parameter {label} of {meta.name} must be in "
                                       f"[{_num(low)}, {_num(high)}], got {node.value.raw}")
         return value
 
@@ -328,6 +336,28 @@ class _Checker:
         if node.kind == "tag":
             return {"kind": "tag", "key": node.key, "value": _text(node.value)}
         return {"kind": "name", "value": node.value.data}
+
+
+def _declared_name(meta: FilterMetadata, node: ast.Param) -> str:
+    """The parameter a ``WITH`` item sets: ``PARAMn`` is the filter's n-th declared parameter.
+
+    That is the paper's positional form (``SET BANDWIDTH WITH PARAM1=30MBps``);
+    a filter that declares a parameter literally called ``paramN`` keeps it.
+    """
+    match = _POSITIONAL.fullmatch(node.name)
+    if match is None or meta.param(node.name) is not None:
+        return node.name
+    position = int(match.group(1))
+    if position > len(meta.params):
+        names = ", ".join(p.name for p in meta.params) or "none"
+        raise _at(node, f"{_written(node)}: {meta.name} declares {len(meta.params)} "
+                        f"parameter{'' if len(meta.params) == 1 else 's'} ({names})")
+    return meta.params[position - 1].name
+
+
+def _written(node: ast.Param) -> str:
+    """A parameter as the policy named it: ``PARAM1`` or ``get``."""
+    return node.name.upper() if _POSITIONAL.fullmatch(node.name) else node.name
 
 
 def convert(param: Param, value: ast.Value) -> Any:

@@ -5,9 +5,15 @@ class, metric, tenant and parameter names) is a ``NAME`` and is judged by the
 checker against the registries, so new filters need no grammar change.
 ``G`` is a keyword only in ``G:name``, so a tenant may still be called ``G``.
 Newlines and ``;`` separate statements; ``#`` starts a comment.
+
+Strings are ``"..."`` or ``'...'`` on one line. Inside them ``\\"``, ``\\'`` and
+``\\\\`` stand for the character after the backslash; every other backslash is
+kept as written, so ``OBJECT_NAME=~"^\\d+$"`` is the regex ``^\\d+$``.
 """
 
 from __future__ import annotations
+
+import re
 
 import ply.lex as lex
 
@@ -98,12 +104,17 @@ def t_error(t):
     t.lexer.skip(1)
 
 
+_ESCAPE = re.compile(r"""\\(["'\\])""")
+
+
 def _unquote(text: str) -> str:
-    """Strip the quotes of a string literal and resolve backslash escapes."""
-    out, chars = [], iter(text[1:-1])
-    for ch in chars:
-        out.append(next(chars, "\\") if ch == "\\" else ch)
-    return "".join(out)
+    """Strip the quotes of a string literal; ``\\"``, ``\\'`` and ``\\\\`` stand for the character.
+
+    Any other backslash is kept with the character after it, so a quoted
+    regular expression means what it says: ``"^\\d+$"`` is ``^\\d+$``.
+    """
+    return _ESCAPE.sub(r"\1", text[1:-1])
+
 
 
 def column_of(data: str, lexpos: int) -> int:

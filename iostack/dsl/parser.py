@@ -5,6 +5,7 @@ Grammar (keywords case-insensitive; ``[]`` optional, ``{}`` repeated)::
     program   := statement { (NEWLINE | ";") statement }
     statement := policy | DEFINE CLASS name AS actions
     policy    := FOR targets [WHEN condition] DO actions [TO object_conds]
+               | FOR targets TO object_conds [WHEN condition] DO actions
     targets   := target {"," target}
     target    := ALL | TENANT[:]name | CONTAINER[:]acct/cont | OBJECT[:]acct/cont/obj
                | GROUP[:]name | G:name | VOLUME[:]name | STORAGE_GROUP[:]name
@@ -53,6 +54,7 @@ from iostack.dsl.ast import (
 )
 from iostack.dsl.errors import Diagnostic, DSLError
 from iostack.dsl.units import UnitError, parse_unit
+from iostack.filters.regex import RegexError, compile_regex
 
 tokens = _lexer.tokens
 
@@ -90,6 +92,14 @@ def p_policy(p):
     p[0] = Policy(
         targets=tuple(p[2]), condition=p[3], actions=_fold_actions(p[5]),
         object_conds=tuple(p[6]), line=_tok(p, 1).line, text="", column=_tok(p, 1).column,
+    )
+
+
+def p_policy_to_first(p):
+    """policy : FOR targets TO object_conds when DO actions"""
+    p[0] = Policy(
+        targets=tuple(p[2]), condition=p[5], actions=_fold_actions(p[7]),
+        object_conds=tuple(p[4]), line=_tok(p, 1).line, text="", column=_tok(p, 1).column,
     )
 
 
@@ -325,9 +335,10 @@ def p_object_cond_name(p):
     kw, match = _tok(p, 1), _tok(p, 2)
     value = Value(match.value, "string", match.value, match.line, match.column + 2)
     try:
-        re.compile(match.value)
-    except (re.error, OverflowError, RecursionError) as exc:
-        raise _error(match, f"bad regular expression {match.value!r}: {exc}") from None
+        compile_regex(match.value)  # the data path matches with RE2: refuse what it cannot run
+    except RegexError as exc:
+        raise DSLError.at(value.line, value.column,
+                          f"bad regular expression {match.value!r}: {exc}") from None
     p[0] = ObjectCond("name", "=~", value, kw.line, kw.column)
 
 

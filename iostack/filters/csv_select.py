@@ -37,7 +37,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
 from iostack.filters.base import FilterContext, FilterSpec
-from iostack.filters.csv_where import Term, WhereError, parse_where, row_mask
+from iostack.filters.csv_where import Term, WhereError, parse_predicate, row_mask
 from iostack.filters.errors import ParamError
 from iostack.filters.metadata import FilterMetadata, Param
 
@@ -73,7 +73,7 @@ def _check(params: dict[str, Any]) -> None:
                          f"expected one character other than a quote or line break, "
                          f"got {delimiter!r}")
     try:
-        parse_where(params["where"])
+        parse_predicate(params["where"])
     except WhereError as exc:
         raise ParamError("csv_select", "where", str(exc)) from None
     if any(not ref for ref in _column_refs(params["columns"])):
@@ -96,7 +96,8 @@ class CsvSelection:
     def __init__(self, params: dict[str, Any], context: FilterContext) -> None:
         del context  # the same for every tenant
         self.refs = _column_refs(params["columns"])
-        self.terms = parse_where(params["where"])
+        # The check above parsed this text: the cache hands back that parse.
+        self.terms = parse_predicate(params["where"]).terms
         self.has_header = params["header"]
         self.skips_first_record = self.has_header  # a header is not data
         self.delimiter = params["delimiter"]

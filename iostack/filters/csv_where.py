@@ -20,11 +20,22 @@ takes a prefix only (one ``%``, at the end).
 Nothing here is evaluated as code: the parser builds ``Term`` values and
 ``row_mask`` turns them into pyarrow compute calls over a batch of string
 columns.
+
+A predicate is tenant input (``X-Iostack-Param-Where``), so the work it can
+cause is bounded: at most ``MAX_WHERE_BYTES`` bytes (UTF-8), ``MAX_TERMS``
+terms and ``MAX_IN_VALUES`` values per ``IN`` list, each cap a ``WhereError``
+naming it; tokenizing and parsing take time linear in the text (no regex
+backtracking, no rescans of the rest of the text). ``parse_predicate`` returns
+an immutable ``Predicate`` that a request can hold and pass along; it keeps
+the last ``PARSE_CACHE_SIZE`` parses, so the parameter check and the selection
+built from the same text parse it once.
 """
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -32,21 +43,29 @@ import pyarrow.compute as pc
 
 COMPARISONS = {"=": "equal", "!=": "not_equal", "<>": "not_equal", "<": "less",
                "<=": "less_equal", ">": "greater", ">=": "greater_equal"}
-NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+# Unambiguous (digits before a point cannot also be digits after it), so a
+# long run of digits is matched once, never re-split.
+NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
 _NUMBER_FIELD = f"^{NUMBER}$"  # RE2 syntax, run by pyarrow
+# Atomic and possessive groups: a token that fails its lookahead or its closing
+# quote is given up at once instead of being retried at every shorter length
+# (``1111...1a`` cost quadratic time, 4 s for 8 KB, before they were).
 _TOKEN = re.compile(
-    rf"""\s*(?:
-        (?P<number>{NUMBER})(?![\w.])
-      | (?P<string>'(?:[^']|'')*')
-      | (?P<quoted>"(?:[^"]|"")*")
-      | (?P<word>[A-Za-z_][A-Za-z0-9_]*)
+    rf"""(?:
+        (?P<number>(?>{NUMBER}))(?![\w.])
+      | (?P<string>'(?:[^']++|'')*+')
+      | (?P<quoted>"(?:[^"]++|"")*+")
+      | (?P<word>[A-Za-z_][A-Za-z0-9_]*+)
       | (?P<op><=|>=|!=|<>|=|<|>)
       | (?P<punct>[(),])
     )""",
     re.VERBOSE,
 )
+_SPACE = re.compile(r"\s*+")
+MAX_WHERE_BYTES = 4096
 MAX_TERMS = 64
 MAX_IN_VALUES = 1000
+PARSE_CACHE_SIZE = 256
 
 
 class WhereError(ValueError):
@@ -82,18 +101,14 @@ class _Token:
 
 
 def _tokens(text: str) -> list[_Token]:
-    tokens, pos = [], 0
+    tokens, pos = [], _SPACE.match(text).end()
     while pos < len(text):
-        if text[pos:].strip() == "":
-            break
         match = _TOKEN.match(text, pos)
-        if not match or match.end() == pos:
-            start = pos + len(text[pos:]) - len(text[pos:].lstrip())
-            raise WhereError(f"unexpected {text[start]!r}", start + 1)
+        if not match:
+            raise WhereError(f"unexpected {text[pos]!r}", pos + 1)
         kind = match.lastgroup or ""
-        start = match.start(kind)
-        tokens.append(_Token(kind, match.group(kind), start + 1))
-        pos = match.end()
+        tokens.append(_Token(kind, match.group(kind), pos + 1))
+        pos = _SPACE.match(text, match.end()).end()
     return tokens
 
 
@@ -138,7 +153,7 @@ class _Parser:
         while self.keyword("AND"):
             terms.append(self.term())
             if len(terms) > MAX_TERMS:
-                raise WhereError(f"more than {MAX_TERMS} terms",
+                raise WhereError(f"more than {MAX_TERMS} terms (MAX_TERMS, the cap on a predicate)",
                                  self.tokens[self.index - 1].position)
         if self.peek() is not None:
             raise self.fail("AND or the end")
@@ -201,16 +216,36 @@ class _Parser:
         if len({type(v) for v in values}) > 1:
             raise WhereError("IN mixes strings and numbers", start.position if start else 1)
         if len(values) > MAX_IN_VALUES:
-            raise WhereError(f"IN has more than {MAX_IN_VALUES} values",
+            raise WhereError(f"IN has more than {MAX_IN_VALUES} values (MAX_IN_VALUES, the cap)",
                              start.position if start else 1)
         return tuple(values)
 
 
-def parse_where(text: str) -> list[Term]:
-    """Parse a predicate; ``WhereError`` says what is wrong and where."""
+@dataclass(frozen=True)
+class Predicate:
+    """A parsed predicate: its text and its terms, all of them immutable."""
+
+    text: str
+    terms: tuple[Term, ...]
+
+
+@functools.lru_cache(maxsize=PARSE_CACHE_SIZE)
+def parse_predicate(text: str) -> Predicate:
+    """Parse a predicate; ``WhereError`` says what is wrong and where (or which cap it passes).
+
+    Cached: a ``Predicate`` is immutable, so every holder of the same text may
+    share one. Errors are not cached (a rejected text costs at most one
+    linear parse of ``MAX_WHERE_BYTES``).
+    """
+    head = text[:MAX_WHERE_BYTES + 1].encode("utf-8", "surrogatepass")
+    if len(head) > MAX_WHERE_BYTES:
+        # The column of the first character past the cap (characters may be several bytes).
+        raise WhereError(f"longer than {MAX_WHERE_BYTES} bytes (MAX_WHERE_BYTES, the cap on "
+                         f"a predicate)",
+                         len(head[:MAX_WHERE_BYTES].decode("utf-8", "ignore")) + 1)
     if not text.strip():
-        return []
-    return _Parser(text).parse()
+        return Predicate(text, ())
+    return Predicate(text, tuple(_Parser(text).parse()))
 
 
 def _null_when_empty(column: pa.Array) -> pa.Array:
@@ -237,7 +272,7 @@ def _term_mask(term: Term, column: pa.Array) -> pa.Array:
     return getattr(pc, COMPARISONS[term.op])(values, term.values[0])
 
 
-def row_mask(terms: list[Term], columns: dict[str, pa.Array]) -> pa.Array | None:
+def row_mask(terms: Sequence[Term], columns: dict[str, pa.Array]) -> pa.Array | None:
     """The rows of a batch every term holds for (null: no); ``None`` when there are no terms.
 
     ``columns`` maps each term's column to that column of the batch, as strings.

@@ -145,3 +145,22 @@ def test_the_all_in_one_controller_answers(aio):
     assert "compression" in client.registry("filters")
     assert client.validate("FOR TENANT t1 DO SET compression")["valid"] is True
     assert fails(ControllerClient(aio["controller_url"], "wrong-token").policies).status == 401
+
+
+def test_paper_positional_params_and_a_quoted_digit_regex_over_http(api):
+    api.add_policies('FOR TENANT t2 DO SET BANDWIDTH WITH PARAM1=30MBps, put=10MBps\n'
+                     'FOR CONTAINER t1/c DO SET compression TO OBJECT_NAME=~"^\\d+$"')
+    (bandwidth,) = api.explain("GET", "/v1/AUTH_t2/c/o", None)["pipeline"]
+    assert (bandwidth["params"]["get"], bandwidth["params"]["put"]) == (30_000_000, 10_000_000)
+    assert [e["filter"] for e in api.explain("PUT", "/v1/AUTH_t1/c/2024", 10)["pipeline"]] == \
+        ["compression"]
+    assert api.explain("PUT", "/v1/AUTH_t1/c/ddd", 10)["pipeline"] == []
+    regex = fails(api.add_policies, 'FOR CONTAINER t1/c DO SET compression '
+                                    'TO OBJECT_NAME=~"(a)\\1"')
+    assert regex.status == 400
+    assert [(d["line"], d["column"]) for d in regex.diagnostics] == [(1, 55)]
+    assert "invalid escape sequence" in regex.diagnostics[0]["message"]
+    param = fails(api.add_policies, "FOR TENANT t2 DO SET noop\n"
+                                    "FOR TENANT t2 DO SET BANDWIDTH WITH PARAM7=1MBps")
+    assert [(d["line"], d["column"]) for d in param.diagnostics] == [(2, 37)]
+    assert "PARAM7: bandwidth declares 6 parameters" in param.diagnostics[0]["message"]

@@ -75,6 +75,23 @@ def test_policy_life_cycle(client, admin):
         f"no policy '{pid}'"
 
 
+def test_positional_params_compile_to_the_filters_names(client, admin):
+    added = client.post("/v1/policies", headers=admin, json={
+        "text": "FOR TENANT T2 DO SET BANDWIDTH WITH PARAM1=30MBps, put=10MBps"})
+    assert added.status_code == 201, added.json
+    explained = client.post("/v1/explain", headers=admin, json={
+        "method": "GET", "path": "/v1/AUTH_T2/c/o"})
+    (entry,) = explained.json["pipeline"]
+    assert (entry["filter"], entry["params"]["get"], entry["params"]["put"]) == \
+        ("bandwidth", 30_000_000, 10_000_000)
+    bad = client.post("/v1/policies", headers=admin, json={
+        "text": "FOR TENANT T2 DO SET BANDWIDTH WITH PARAM9=1MBps"})
+    assert bad.status_code == 400
+    (diagnostic,) = bad.json["diagnostics"]
+    assert (diagnostic["line"], diagnostic["column"]) == (1, 37)
+    assert diagnostic["message"].startswith("PARAM9: bandwidth declares 6 parameters")
+
+
 def test_validate_and_dry_run_change_nothing(client, admin):
     ok = client.post("/v1/policies/validate", json={"text": "FOR TENANT t1 DO SET noop"},
                      headers=admin)
@@ -120,6 +137,9 @@ def test_registries_round_trip_and_refuse_in_use_deletes(client, admin):
     ("/v1/classes/compression", {"actions": "SET noop"}, "would hide the filter"),
     ("/v1/groups/g", {"tenants": "t1"}, "field 'tenants' must be a list"),
     ("/v1/object_types/t", {"patterns": ["(unclosed"]}, "bad pattern '(unclosed'"),
+    # Python's re takes a backreference; the data path's RE2 cannot run it.
+    ("/v1/object_types/t", {"patterns": [r"(a)\1"]},
+     r"bad pattern '(a)\\1': not a valid RE2 regular expression: invalid escape sequence"),
     ("/v1/object_types/t", {}, "missing field 'patterns'"),
 ])
 def test_bad_registrations_are_rejected_with_a_reason(client, admin, path, body, message):

@@ -173,3 +173,47 @@ def test_fuzz_check_raises_only_dsl_error(vocab, pieces):
         check_text(" ".join(pieces), vocab)
     except DSLError:
         pass
+
+
+# -- the paper's positional parameters ----------------------------------------------------
+
+
+def test_paramn_is_the_filters_nth_declared_parameter(vocab):
+    (policy,) = check_text("FOR TENANT T2 DO SET BANDWIDTH WITH PARAM1=30MBps", vocab).policies
+    assert policy.actions[0].params == {"get": 30_000_000}
+    declared = [p.name for p in vocab.filters["bandwidth"].params]
+    (mixed,) = check_text("FOR TENANT T2 DO SET bandwidth WITH put=10MBps, param3=100ops, "
+                          "PARAM1=30MBps", vocab).policies
+    assert mixed.actions[0].params == {declared[1]: 10_000_000, declared[2]: 100,
+                                       declared[0]: 30_000_000}
+
+
+def test_paramn_in_a_class_definition_expands_to_names(vocab):
+    result = check_text("DEFINE CLASS FAST AS SET bandwidth WITH PARAM1=1GBps\n"
+                        "FOR TENANT t1 DO SET FAST", vocab)
+    assert result.policies[0].actions[0].params == {"get": 10**9}
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("FOR TENANT T2 DO SET BANDWIDTH WITH PARAM8=30MBps",
+     "line 1, column 37: PARAM8: bandwidth declares 7 parameters (get, put, ops, burst, "
+     "strict, ratio, share)"),
+    ("FOR TENANT T2 DO SET noop WITH PARAM1=1", "line 1, column 32: PARAM1: noop declares 0 "
+                                               "parameters (none)"),
+    ("FOR TENANT T2 DO SET BANDWIDTH WITH PARAM1=30MBps, get=1MBps",
+     "line 1, column 52: parameter 'get' given twice (as PARAM1 and as get)"),
+    ("FOR TENANT T2 DO SET noop\nFOR TENANT T2 DO SET BANDWIDTH WITH get=1MBps, PARAM1=3MBps",
+     "line 2, column 48: parameter 'get' given twice (as get and as PARAM1)"),
+    ("FOR TENANT T2 DO SET BANDWIDTH WITH PARAM1=3ops",
+     "line 1, column 44: parameter 'get' (PARAM1) of bandwidth takes a rate, got '3ops'"),
+    ("FOR TENANT T2 DO SET BANDWIDTH WITH PARAM0=3", "unknown parameter 'param0' for bandwidth"),
+])
+def test_paramn_mistakes_are_errors_at_their_line_and_column(vocab, text, message):
+    assert message in error_of(text, vocab)
+
+
+def test_a_filter_declaring_a_param_called_paramn_keeps_it(vocab):
+    vocab.filters["legacy"] = FilterMetadata("legacy", "x", params=(
+        Param("level", "int"), Param("param1", "int")))
+    (policy,) = check_text("FOR ALL DO SET legacy WITH PARAM1=3, level=4", vocab).policies
+    assert policy.actions[0].params == {"param1": 3, "level": 4}

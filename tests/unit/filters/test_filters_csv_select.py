@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from iostack.filters.base import FilterContext
-from iostack.filters.csv_where import WhereError, parse_where
+from iostack.filters.csv_where import WhereError, parse_predicate
 from iostack.filters.errors import ParamError
 from iostack.filters.registry import get_filter
 
@@ -97,7 +97,7 @@ def test_unknown_columns_are_named(params, message):
 ])
 def test_bad_predicates_say_what_and_where(where, message):
     with pytest.raises(WhereError, match=re.escape(message)):
-        parse_where(where)
+        parse_predicate(where)
     with pytest.raises(ParamError, match="parameter 'where'"):
         get_filter("csv_select").validate({"where": where})
 
@@ -115,7 +115,7 @@ NUMBER = re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$")
 
 def reference(term_text: str, value: str) -> bool:
     """The documented semantics, evaluated the slow, obvious way on one field."""
-    (term,) = parse_where(term_text)
+    (term,) = parse_predicate(term_text).terms
     if term.op == "IS NULL":
         return value == ""
     if term.op == "IS NOT NULL":

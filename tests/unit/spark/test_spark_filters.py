@@ -24,7 +24,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
-from iostack.filters.csv_where import parse_where
+from iostack.filters.csv_where import parse_predicate
 from iostack.filters.csv_where import row_mask as storage_row_mask
 from iostack.spark.datasource import (
     ObjectSplit,
@@ -91,7 +91,7 @@ def test_where_text_parses_at_the_storage_side():
     pushed, _ = translate([EqualTo(("user_id",), "it's"), In(("status",), (1, 2)),
                            StringStartsWith(("url",), "/a b"), IsNull(("select",)),
                            Not(In(("latency",), (0.5, 1e300)))], KINDS)
-    terms = parse_where(where_text(pushed))
+    terms = parse_predicate(where_text(pushed)).terms
     assert [(t.column, t.op, t.values) for t in terms] == [
         ("user_id", "=", ("it's",)), ("status", "IN", (1.0, 2.0)), ("url", "LIKE", ("/a b",)),
         ("select", "IS NULL", ()), ("latency", "NOT IN", (0.5, 1e300))]
@@ -179,7 +179,7 @@ def test_string_terms_select_what_the_storage_side_selects(flt):
     kinds = {"v": "string"}
     pushed, _ = translate([flt], kinds)
     fields = pa.array(ROWS)
-    storage = storage_row_mask(parse_where(where_text(pushed)), {"v": fields})
+    storage = storage_row_mask(parse_predicate(where_text(pushed)).terms, {"v": fields})
     local = row_mask(pushed, {"v": convert_column(fields, "string")}, kinds)
     as_bool = [bool(x) for x in storage.to_pylist()]
     assert [bool(x) for x in local.to_pylist()] == as_bool
@@ -195,7 +195,7 @@ def test_int_terms_keep_a_superset_at_the_storage_side(flt):
     kinds = {"v": "int"}
     pushed, _ = translate([flt], kinds)
     fields = pa.array(ROWS + ["5", "+5", "005", "99999999999", " 5", "5 "])
-    storage = [bool(x) for x in storage_row_mask(parse_where(where_text(pushed)),
+    storage = [bool(x) for x in storage_row_mask(parse_predicate(where_text(pushed)).terms,
                                                  {"v": fields}).to_pylist()]
     local = [bool(x) for x in row_mask(pushed, {"v": convert_column(fields, "int")},
                                        kinds).to_pylist()]
