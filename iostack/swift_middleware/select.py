@@ -95,6 +95,9 @@ QUERY_PREFIX = "iostack-"
 SELECTED_HEADER = "X-Iostack-Selected"
 STAGE_HEADER = "X-Iostack-Selected-On"
 STAGE_REQUEST_HEADER = "X-Iostack-Stage"
+# Bounds on what a request may ask (csv_select's ``where`` has its own, tighter ones).
+MAX_PARAMS = 16
+MAX_PARAM_BYTES = 8192
 _HIDDEN = ("Content-Length", "Etag", "Content-Range", "Accept-Ranges", "Last-Modified")
 
 
@@ -121,6 +124,13 @@ def requested_filter(req: Request) -> tuple[FilterSpec, dict[str, str], str] | N
     for header, value in req.headers.items():
         if header.title().startswith(PARAM_HEADER_PREFIX):
             params[header[len(PARAM_HEADER_PREFIX):].replace("-", "_").lower()] = value
+    if len(params) > MAX_PARAMS:
+        raise SelectError(400, f"at most {MAX_PARAMS} record-filter parameters, "
+                               f"got {len(params)}")
+    for key, value in params.items():
+        if len(value.encode()) > MAX_PARAM_BYTES:
+            raise SelectError(400, f"record-filter parameter {key!r} is longer than "
+                                   f"{MAX_PARAM_BYTES} bytes")
     if stage and stage not in spec.metadata.stages:
         raise SelectError(400, f"{STAGE_REQUEST_HEADER}: {stage!r} is not one of "
                                f"{', '.join(sorted(spec.metadata.stages))}")

@@ -42,9 +42,10 @@ from swift.common.swob import Request, wsgi_quote, wsgi_to_str
 from swift.common.utils import RESERVED_STR, split_path
 from swift.proxy.controllers.base import get_container_info
 
-from iostack.controller.reader import PolicyReader
+from iostack.controller.reader import PolicyReader, PolicyStoreUnavailable
 from iostack.controller.resolve import Level, RequestInfo, Resolution, resolve
 from iostack.filters.metadata import FilterMetadata
+from iostack.filters.regex import RegexError
 
 ENV_KEY = "iostack.view"
 SUBREQUEST_SOURCE = "IOSTACK"
@@ -177,7 +178,13 @@ class RequestView:
             levels, filters, object_types = self.lookup(reader)
             if not self._attributes_read and _needs_attributes(levels):
                 self._read_attributes()
-            self._resolution = resolve(self.info, levels, filters, object_types)
+            try:
+                self._resolution = resolve(self.info, levels, filters, object_types)
+            except RegexError as exc:
+                # A pattern stored before patterns were checked with RE2: the
+                # rules cannot be evaluated, so writes fail closed like on a lost store.
+                raise PolicyStoreUnavailable(
+                    f"a stored policy pattern cannot be evaluated: {exc}") from None
         return self._resolution
 
     def _read_attributes(self) -> None:
