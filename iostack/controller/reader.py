@@ -10,9 +10,13 @@ controller's ``explain`` runs.
   ``*/container``, the container, the object when the container has object
   rules), plus the filter metadata and object types when the reader has not
   cached them.
-- Cache: per (account, container) (or per object for containers with
-  object-level rules), bounded LRU, entries expire after ``max_age`` seconds
-  as a safety net.
+- Cache: per (account, containers of ``policy_paths``), or per object for
+  containers with object-level rules (a container's entry never answers for
+  such an object), bounded LRU, entries expire after ``max_age`` seconds as
+  a safety net.
+- Fail closed: a store that cannot be read, or has no ``marker`` key (flushed,
+  restarted empty), raises ``PolicyStoreUnavailable``; the callers decide
+  (writes answer 503, selection and QoS fail open).
 - Invalidation: every controller change publishes on ``<prefix>invalidate``;
   a background thread drops the whole cache on each message (changes are
   rare, requests many). While the subscription is down the cache is bypassed,
