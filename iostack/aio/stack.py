@@ -159,6 +159,7 @@ class AllInOne:
             "portal_host": cfg.host, "portal_port": cfg.iscsi_port,
             "controller_url": controller_url, "controller_token": token,
             "backend": cfg.block_backend,
+            "allowed_devices": [d.strip() for d in cfg.block_devices.split(",") if d.strip()],
         }
         if cfg.block_demo:
             conf["demo_volume"] = DEMO_VOLUME

@@ -10,14 +10,17 @@ FILE is JSON:
      "portal_host": "127.0.0.1", "portal_port": 3260,   # the tgt iSCSI portal
      "filter_dir": "/path/to/filters",            # default: the native build's
      "iqn_prefix": "iqn.2026-11.org.iostack",
-     "allowed_devices": ["/dev/"],                # backing devices must be under these
+     "allowed_devices": ["/dev/sdb", "/dev/vg0/"], # operator-listed devices (default: none)
      "demo_volume": {"name": "demo", "size": 67108864, "filters": "xor(key=0x5a)>bitrev"},
      "controller_url": "http://127.0.0.1:9090", "controller_token": "<token>",
      "backend": "tgt"}                            # or "lio" on hosts with configfs/TCMU
 
 Only user, password and state_dir are required; ``write_config`` creates a
 file with generated credentials (mode 0600). There is no default password.
-The backing files under ``<state_dir>/block`` are always allowed.
+Backing devices must be the files under ``<state_dir>/block`` or under one of
+``allowed_devices`` (devices or directories); nothing else
+under ``/dev`` is allowed by default, so an RPC caller cannot export the
+host's own disks.
 
 Methods: create_filtered_volume {name, device|serial, [filters], [storage_group]}
 (without ``filters`` the stack comes from the controller's VOLUME and
@@ -73,7 +76,7 @@ class ServiceConfig:
     portal_port: int = 3260
     filter_dir: str = ""
     iqn_prefix: str = "iqn.2026-11.org.iostack"
-    allowed_devices: list[str] = field(default_factory=lambda: ["/dev/"])
+    allowed_devices: list[str] = field(default_factory=list)
     demo_volume: dict[str, Any] | None = None
     controller_url: str = ""  # where VOLUME/STORAGE_GROUP policies are resolved
     controller_token: str = ""
@@ -90,6 +93,10 @@ class ServiceConfig:
         for key in ("user", "password", "state_dir"):
             if not isinstance(data.get(key), str) or not data[key]:
                 raise ValueError(f"{path}: '{key}' is required (a non-empty string)")
+        devices = data.get("allowed_devices", [])
+        if not isinstance(devices, list) or not all(
+                isinstance(d, str) and os.path.isabs(d) for d in devices):
+            raise ValueError(f"{path}: 'allowed_devices' must be a list of absolute paths")
         for key in ("port", "portal_port"):
             if key in data and (not isinstance(data[key], int) or not 0 <= data[key] < 65536):
                 raise ValueError(f"{path}: '{key}' must be a port number")

@@ -68,7 +68,8 @@ class VolumeManager:
         self.exporter = exporter
         self.filter_dir = filter_dir
         self.iqn_prefix = iqn_prefix
-        self.allowed_devices = [str(Path(p)) for p in allowed_devices]
+        # Compared resolved, as the requested device is: a listed by-id link allows its disk.
+        self.allowed_devices = [os.path.realpath(p) for p in allowed_devices]
         self.lock = threading.Lock()
         self.records: dict[str, VolumeRecord] = {}
 

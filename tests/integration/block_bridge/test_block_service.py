@@ -12,6 +12,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 from bb_helpers import iscsi_rw, make_backing
@@ -28,9 +29,9 @@ class Service:
         self.devices = tmp_path / "devices"
         self.devices.mkdir()
         self.port = free_port()
+        extra.setdefault("allowed_devices", [str(self.devices)])
         self.config = write_config(tmp_path / "block.json", self.state_dir, port=self.port,
-                                   portal_port=free_port(),
-                                   allowed_devices=[str(self.devices)], **extra)
+                                   portal_port=free_port(), **extra)
         self.config_path = tmp_path / "block.json"
         self.log = tmp_path / "service.log"
         self.proc = None
@@ -95,6 +96,28 @@ def test_auth_and_http_errors(service):
     service.config.password = good
     assert service.post(body, path="/other")[0] == 404
     assert service.post(body) == (200, {"jsonrpc": "2.0", "id": 1, "result": []})
+
+
+def test_by_default_only_the_state_dirs_block_folder_is_exportable(tmp_path, native_build):
+    """Security regression: the default allowed every path under /dev/, so an RPC
+    caller could export the host's own disks (here: a file under /dev/shm)."""
+    config = write_config(tmp_path / "probe.json", tmp_path / "probe")
+    assert config.allowed_devices == []
+    svc = Service(tmp_path, allowed_devices=config.allowed_devices)
+    host_file = make_backing(Path(f"/dev/shm/iostack-test-{os.getpid()}.img"), 1 << 20)
+    svc.start()
+    try:
+        refused = svc.call("create_filtered_volume", name="hostdisk", device=str(host_file),
+                           filters=[])
+        assert refused["error"]["code"] == -32602
+        assert "outside the allowed locations" in refused["error"]["message"]
+        own = make_backing(svc.state_dir / "block" / "own.img", 1 << 20)
+        created = svc.call("create_filtered_volume", name="own", device=str(own), filters=[])
+        assert created["result"]["backing"] == str(own)
+        assert [v["name"] for v in svc.call("list_filtered_volumes")["result"]] == ["own"]
+    finally:
+        svc.stop()
+        host_file.unlink()
 
 
 def test_batch_and_notification(service):
