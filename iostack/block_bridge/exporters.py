@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
+from .files import write_private
 from .frontends import FuseVolume
 from .processes import Daemon, DaemonError
 from .tgt import Tgtd
@@ -140,8 +141,9 @@ class LioExporter:
     def up(self, record: VolumeLike) -> None:
         rts = self.rtslib
         conf = self.conf_path(record.name)
-        conf.write_text(f"backing={record.backing}\nspec={record.spec}\n"
-                        f"filter_dir={self.filter_dir}\n", encoding="utf-8")
+        # 0600: the spec may hold an aes_xts key (the handler refuses a readable file).
+        write_private(conf, f"backing={record.backing}\nspec={record.spec}\n"
+                            f"filter_dir={self.filter_dir}\n")
         created: list[Any] = []
         try:
             backstore = rts.UserBackedStorageObject(

@@ -55,6 +55,7 @@ from typing import Any
 from . import initiator
 from .attach import PolicyStacks, StorageGroups, with_group_limits
 from .exporters import LioExporter, TgtFuseExporter
+from .files import write_private
 from .native_lib import BUILD_DIR, default_filter_dir
 from .rpc import Dispatcher
 from .tgt import Tgtd
@@ -107,9 +108,7 @@ def write_config(path: Path, state_dir: Path, **overrides: Any) -> ServiceConfig
     """Create a config file with generated credentials (mode 0600)."""
     config = ServiceConfig(user="admin", password=secrets.token_urlsafe(18),
                            state_dir=str(state_dir), **overrides)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(asdict(config), f, indent=1)
+    write_private(Path(path), json.dumps(asdict(config), indent=1))
     return config
 
 

@@ -9,6 +9,7 @@ tcmu-harness against the very volume file the exporter writes.
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 from dataclasses import dataclass
 
@@ -99,6 +100,8 @@ def test_lio_exporter_builds_a_tcmu_backed_iscsi_target(tmp_path, volume):
     assert ("attr", "generate_node_acls", "1") in rts.log and ("enable", True) in rts.log
     assert exporter.conf_path("vol9").read_text() == (
         f"backing={volume.backing}\nspec={volume.spec}\nfilter_dir={BUILD_DIR / 'filters'}\n")
+    # The spec may hold an aes_xts key: private from the start.
+    assert stat.S_IMODE(exporter.conf_path("vol9").stat().st_mode) == 0o600
     assert exporter.url(volume.iqn) == f"iscsi://127.0.0.1:3260/{volume.iqn}/1"
     assert exporter.exported() == ["vol9"]
 

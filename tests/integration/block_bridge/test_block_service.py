@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import urllib.error
@@ -15,7 +16,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from bb_helpers import iscsi_rw, make_backing
+from bb_helpers import iscsi_rw, make_backing, processes_showing, xts_encrypt
 
 from iostack.block_bridge.processes import free_port, port_open, wait_for
 from iostack.block_bridge.service import write_config
@@ -210,6 +211,33 @@ def test_volume_lifecycle_over_iscsi_and_restart(service):
     assert service.call("list_filtered_volumes")["result"] == []
     assert mounts_under(service.state_dir) == []
     assert service.call("delete_filtered_volume", name="fvol1")["error"]["code"] == -103
+
+
+def test_an_aes_xts_key_stays_out_of_argv_listings_and_errors(service):
+    """Security regression: the key was on the FUSE frontend's command line
+    (/proc/<pid>/cmdline, readable by every local user) and in the spec and
+    filters that create_filtered_volume and list_filtered_volumes return."""
+    key = os.urandom(32)
+    backing = make_backing(service.devices / "secret.img", 4 << 20)
+    bad = service.call("create_filtered_volume", name="enc", device=str(backing),
+                       filters=[f"aes_xts(key={key.hex()[:-2]})"])
+    assert bad["error"]["code"] == -32602 and "hex digits" in bad["error"]["message"]
+    assert key.hex()[:-2] not in json.dumps(bad)
+    created = service.call("create_filtered_volume", name="enc", device=str(backing),
+                           filters=[f"aes_xts(key={key.hex()})", "xor(key=0x11)"])["result"]
+    listed = service.call("list_filtered_volumes")["result"]
+    assert listed == [created]
+    assert created["spec"] == "aes_xts(key=***)>xor(key=0x11)"
+    assert created["filters"] == ["aes_xts(key=***)", "xor(key=0x11)"]
+    assert key.hex() not in json.dumps(listed)
+    assert processes_showing(key.hex()) == []
+    data = os.urandom(64 * 1024)
+    iscsi_rw("write", created["iscsi_url"], "8192", data=data)
+    assert iscsi_rw("read", created["iscsi_url"], "8192", str(len(data))) == data
+    stored = backing.read_bytes()[8192:8192 + len(data)]
+    assert stored == bytes(b ^ 0x11 for b in xts_encrypt(key, data, 8192))
+    volumes_json = service.state_dir / "block" / "volumes.json"
+    assert stat.S_IMODE(volumes_json.stat().st_mode) == 0o600
 
 
 def test_initiator_methods_without_a_kernel_initiator(service):
