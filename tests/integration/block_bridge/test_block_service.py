@@ -324,3 +324,34 @@ def test_volume_stack_comes_from_volume_and_storage_group_policies(policy_servic
     assert missing["error"]["code"] == -103 and "no-such-group" in missing["error"]["message"]
     assert svc.call("delete_filtered_volume", name=volume)["result"] is None
     assert svc.call("delete_storage_group", name=group)["result"] is None
+
+
+def test_an_aes_xts_volume_policy_through_the_controller_works_end_to_end(
+        policy_service, policies, aio, swift_for):
+    """Security/function regression: the bridge read policies through explain,
+    which masks secret parameters, so 'FOR VOLUME v DO SET AES_XTS WITH key=...'
+    reached it as key=*** and create_filtered_volume answered -32603. It now
+    reads the admin-only, unmasked route, which a tenant cannot."""
+    from iostack.controller.client import ControllerClient, ControllerError
+
+    svc = policy_service
+    volume = f"enc{os.urandom(4).hex()}"
+    key = os.urandom(32)
+    policies.add(f'FOR VOLUME {volume} DO SET AES_XTS WITH key="{key.hex()}"')
+
+    backing = make_backing(svc.devices / "enc.img", 4 << 20)
+    reply = svc.call("create_filtered_volume", name=volume, device=str(backing))
+    assert "error" not in reply, reply
+    assert reply["result"]["spec"] == "aes_xts(key=***,sector=512)"
+    assert key.hex() not in json.dumps(svc.call("list_filtered_volumes"))
+    assert processes_showing(key.hex()) == []
+    data = os.urandom(64 * 1024)
+    iscsi_rw("write", reply["result"]["iscsi_url"], "4096", data=data)
+    assert iscsi_rw("read", reply["result"]["iscsi_url"], "4096", str(len(data))) == data
+    assert backing.read_bytes()[4096:4096 + len(data)] == xts_encrypt(key, data, 4096)
+
+    _, tenant_token = swift_for("t1").get_auth()
+    with pytest.raises(ControllerError) as denied:
+        ControllerClient(aio["controller_url"], tenant_token).volume_stack(volume)
+    assert denied.value.status in (401, 403)  # a tenant token names no admin, whichever way
+    assert svc.call("delete_filtered_volume", name=volume)["result"] is None
