@@ -13,6 +13,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,10 @@ class Service:
         self.config_path = tmp_path / "block.json"
         self.log = tmp_path / "service.log"
         self.proc = None
+
+    @property
+    def access(self):
+        return self.config.access()
 
     def start(self):
         with open(self.log, "ab") as log:
@@ -183,15 +188,20 @@ def test_volume_lifecycle_over_iscsi_and_restart(service):
     assert url == (f"iscsi://127.0.0.1:{service.config.portal_port}/"
                    f"iqn.2026-11.org.iostack:fvol1/1")
     data = os.urandom(128 * 1024)
-    iscsi_rw("write", url, "4096", data=data)
-    assert iscsi_rw("read", url, "4096", str(len(data))) == data
+    iscsi_rw(service.access, "write", url, "4096", data=data)
+    assert iscsi_rw(service.access, "read", url, "4096", str(len(data))) == data
     stored = backing.read_bytes()[4096:4096 + len(data)]
     assert stored == bytes(int(f"{b ^ 0x0F:08b}"[::-1], 2) for b in data)
 
+    # SendTargets shows the target to listed initiators only: discover_portal
+    # speaks as libiscsi's default initiator here (no open-iscsi), not listed.
     portal = {"hostname": "127.0.0.1", "port": service.config.portal_port}
-    found = service.call("discover_portal", **portal)["result"]
-    assert found == {"iqn.2026-11.org.iostack:fvol1": {"127.0.0.1": {
-        "interface": "default", "portal": ["127.0.0.1", service.config.portal_port, 1]}}}
+    assert service.call("discover_portal", **portal)["result"] == {}
+    listed = subprocess.run(["iscsi-ls", "-i", service.access.initiators[0], "-s",
+                             f"iscsi://127.0.0.1:{service.config.portal_port}"],
+                            capture_output=True, text=True, timeout=30)
+    assert (f"Target:iqn.2026-11.org.iostack:fvol1 Portal:127.0.0.1:"
+            f"{service.config.portal_port},1") in listed.stdout
 
     again = service.call("create_filtered_volume", name="fvol1", device=str(backing),
                          filters=[])
@@ -205,12 +215,30 @@ def test_volume_lifecycle_over_iscsi_and_restart(service):
     assert mounts_under(service.state_dir) == []
     service.start()
     assert [v["name"] for v in service.call("list_filtered_volumes")["result"]] == ["fvol1"]
-    assert iscsi_rw("read", url, "4096", str(len(data))) == data
+    assert iscsi_rw(service.access, "read", url, "4096", str(len(data))) == data
 
     assert service.call("delete_filtered_volume", name="fvol1")["result"] is None
     assert service.call("list_filtered_volumes")["result"] == []
     assert mounts_under(service.state_dir) == []
     assert service.call("delete_filtered_volume", name="fvol1")["error"]["code"] == -103
+
+
+def test_targets_need_the_chap_pair_and_a_listed_initiator(service):
+    """Security regression: every target was bound to all initiator addresses
+    without CHAP, so any local process could read and write every volume."""
+    access = service.access
+    assert len(access.chap_password) >= 24 and access.initiators
+    backing = make_backing(service.devices / "acl.img", 1 << 20)
+    url = service.call("create_filtered_volume", name="acl", device=str(backing),
+                       filters=["xor(key=0x5a)"])["result"]["iscsi_url"]
+    assert iscsi_rw(access, "size", url).split()[0] == str(1 << 20).encode()
+
+    wrong = replace(access, chap_password="not-the-password")
+    for attempt, initiator, chap in ((access, None, False), (wrong, None, True),
+                                     (access, "iqn.2026-11.org.example:intruder", True)):
+        failed = iscsi_rw(attempt, "size", url, initiator=initiator, chap=chap, check=False)
+        assert b"Failed to log in" in failed, failed
+    assert backing.read_bytes() == bytes(1 << 20)
 
 
 def test_an_aes_xts_key_stays_out_of_argv_listings_and_errors(service):
@@ -232,8 +260,8 @@ def test_an_aes_xts_key_stays_out_of_argv_listings_and_errors(service):
     assert key.hex() not in json.dumps(listed)
     assert processes_showing(key.hex()) == []
     data = os.urandom(64 * 1024)
-    iscsi_rw("write", created["iscsi_url"], "8192", data=data)
-    assert iscsi_rw("read", created["iscsi_url"], "8192", str(len(data))) == data
+    iscsi_rw(service.access, "write", created["iscsi_url"], "8192", data=data)
+    assert iscsi_rw(service.access, "read", created["iscsi_url"], "8192", str(len(data))) == data
     stored = backing.read_bytes()[8192:8192 + len(data)]
     assert stored == bytes(b ^ 0x11 for b in xts_encrypt(key, data, 8192))
     volumes_json = service.state_dir / "block" / "volumes.json"
@@ -257,7 +285,7 @@ def test_demo_volume_is_created_at_start(tmp_path, native_build):
     try:
         (volume,) = svc.call("list_filtered_volumes")["result"]
         assert volume["name"] == "demo" and volume["spec"] == "xor(key=0x5a)>bitrev"
-        assert iscsi_rw("size", volume["iscsi_url"]).split()[0] == str(4 << 20).encode()
+        assert iscsi_rw(svc.access, "size", volume["iscsi_url"]).split()[0] == str(4 << 20).encode()
         info = json.loads((svc.state_dir / "block" / "service.json").read_text())
         assert info["url"] == f"http://127.0.0.1:{svc.port}/targetrpc"
         assert info["pid"] == svc.proc.pid
@@ -315,8 +343,8 @@ def test_volume_stack_comes_from_volume_and_storage_group_policies(policy_servic
     # The group's limit on top, then the group's and the volume's own filters.
     assert result["spec"] == "iops(read=300,write=300)>xor(key=17)>bitrev"
     data = os.urandom(64 * 1024)
-    iscsi_rw("write", result["iscsi_url"], "4096", data=data)
-    assert iscsi_rw("read", result["iscsi_url"], "4096", str(len(data))) == data
+    iscsi_rw(svc.access, "write", result["iscsi_url"], "4096", data=data)
+    assert iscsi_rw(svc.access, "read", result["iscsi_url"], "4096", str(len(data))) == data
     assert backing.read_bytes()[4096:4096 + len(data)] != data  # stored transformed
 
     missing = svc.call("create_filtered_volume", name=f"x{suffix}", device=str(backing),
@@ -346,8 +374,9 @@ def test_an_aes_xts_volume_policy_through_the_controller_works_end_to_end(
     assert key.hex() not in json.dumps(svc.call("list_filtered_volumes"))
     assert processes_showing(key.hex()) == []
     data = os.urandom(64 * 1024)
-    iscsi_rw("write", reply["result"]["iscsi_url"], "4096", data=data)
-    assert iscsi_rw("read", reply["result"]["iscsi_url"], "4096", str(len(data))) == data
+    url = reply["result"]["iscsi_url"]
+    iscsi_rw(svc.access, "write", url, "4096", data=data)
+    assert iscsi_rw(svc.access, "read", url, "4096", str(len(data))) == data
     assert backing.read_bytes()[4096:4096 + len(data)] == xts_encrypt(key, data, 4096)
 
     _, tenant_token = swift_for("t1").get_auth()
