@@ -41,6 +41,9 @@ class AioConfig:
     iscsi_port: int = 3260  # block bridge iSCSI portal (tgt)
     block_demo: int = 0  # 1: create a filtered demo volume ("demo", xor>bitrev, 64 MiB)
     block_backend: str = "tgt"  # "lio" on hosts with configfs/TCMU (production)
+    # Devices (or directories) the block bridge may export besides <state dir>/block,
+    # comma-separated; none by default, so no RPC caller can export the host's disks.
+    block_devices: str = ""
     memcache_url: str = "127.0.0.1:11211"
     redis_url: str = "redis://127.0.0.1:6379/0"
     # The stock local broker's loopback-only account; a private broker gets generated credentials.

@@ -35,6 +35,7 @@ from iostack.aio.swift import DAEMONS, SwiftLayout, tenant_account, tenant_user
 
 CONTROLLER = "controller"
 BLOCK_BRIDGE = "block-bridge"
+BLOCK_INITIATOR = "iqn.2026-11.org.iostack:aio-initiator"  # the ACL's name; CHAP is the secret
 # Stop order: clients of a service before the service.
 STOP_ORDER = (BLOCK_BRIDGE, CONTROLLER, "proxy", "proxy2", *DAEMONS, "object", "container",
               "account")
@@ -159,6 +160,11 @@ class AllInOne:
             "portal_host": cfg.host, "portal_port": cfg.iscsi_port,
             "controller_url": controller_url, "controller_token": token,
             "backend": cfg.block_backend,
+            "allowed_devices": [d.strip() for d in cfg.block_devices.split(",") if d.strip()],
+            # Every iSCSI target needs this CHAP pair and initiator name (aio.json has them).
+            "chap_user": "iostack",
+            "chap_password": aio_secrets.generated_secret(self.state_dir, "block_chap_password"),
+            "initiators": [BLOCK_INITIATOR],
         }
         if cfg.block_demo:
             conf["demo_volume"] = DEMO_VOLUME
@@ -180,6 +186,8 @@ class AllInOne:
             "url": f"http://{cfg.host}:{cfg.block_port}/targetrpc",
             "user": conf["user"], "password": conf["password"],
             "iscsi_portal": f"{cfg.host}:{cfg.iscsi_port}",
+            "iscsi_initiator": BLOCK_INITIATOR,
+            "chap_user": conf["chap_user"], "chap_password": conf["chap_password"],
         }
         if cfg.block_demo:
             described["demo_volume"] = DEMO_VOLUME["name"]

@@ -3,8 +3,10 @@
 A ``create_filtered_volume`` call may name its stack itself (``filters``,
 as Konnector clients do) or leave it to policy: then the bridge asks the
 controller which stack ``FOR VOLUME v`` and ``FOR STORAGE_GROUP g`` policies
-resolve to for that volume (``POST /v1/explain`` with the volume and its
-group) and adds the group's IOPS/MBps limits on top (``groups.attach_spec``).
+resolve to for that volume (``GET /v1/volumes/<v>/stack?storage_group=g``,
+the admin-only answer that keeps secret parameters such as an aes_xts key
+in clear; ``explain`` masks them) and adds the group's IOPS/MBps limits on
+top (``groups.attach_spec``).
 
 ``StorageGroups`` keeps the groups this bridge serves (name, storage nodes,
 media tier, fabric, limits) in ``<state_dir>/block/groups.json``.
@@ -21,6 +23,7 @@ from typing import Any
 from iostack.controller.client import ControllerClient, ControllerError
 
 from .groups import GroupError, StorageGroup, attach_spec
+from .native_lib import StackError
 from .volumes import VolumeError
 
 
@@ -75,11 +78,14 @@ class PolicyStacks:
 
     def spec(self, volume: str, group: StorageGroup | None) -> str:
         try:
-            resolved = self.client.explain_volume(volume, group.name if group else None)
+            resolved = self.client.volume_stack(volume, group.name if group else None)
         except ControllerError as exc:
             raise VolumeError("failed", f"asking the controller for {volume!r}'s policies: "
                                         f"{exc}") from None
-        return attach_spec(group, resolved["pipeline"])
+        try:
+            return attach_spec(group, resolved["pipeline"])
+        except StackError as exc:  # a policy value no stack spec can carry
+            raise VolumeError("invalid", f"{volume!r}'s policies: {exc}") from None
 
 
 def with_group_limits(group: StorageGroup | None, filters: object) -> object:

@@ -13,10 +13,14 @@ and the prefetcher last (it reads the device itself).
 volume (``Resolution.to_json()["pipeline"]``: ordered ``{filter, params}``)
 into the stack spec the frontends load, and ``validate_params`` is the data
 path's own check of one filter's parameters (through libiostack).
+
+``redact_spec`` and ``redact_text`` hide the values of ``secret`` parameters
+(the aes_xts key) in what the bridge shows: volume listings, errors, logs.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -27,6 +31,8 @@ from iostack.filters.metadata import FilterMetadata, Param
 from .native_lib import StackError, validate
 
 _VALUE = re.compile(r"^[A-Za-z0-9_.:+-]+$")
+_ITEM = re.compile(r"^\s*([A-Za-z0-9_-]+)\s*\((.*)\)\s*$", re.S)
+REDACTED = "***"
 
 _TRANSFORMS = ("xor", "bitrev", "aes_xts", "nop")
 _CACHES = ("ccache", "dcache")
@@ -116,3 +122,48 @@ def validate_params(name: str) -> Callable[[dict[str, Any]], None]:
 
 def block_validators() -> dict[str, Callable[[dict[str, Any]], None]]:
     return {meta.name: validate_params(meta.name) for meta in block_filters()}
+
+
+@functools.cache
+def _secret_params() -> dict[str, frozenset[str]]:
+    return {meta.name: frozenset(p.name for p in meta.params if p.type == "secret")
+            for meta in block_filters()}
+
+
+def _secret_args(item: str) -> tuple[str, list[tuple[str, str, str]], frozenset[str]]:
+    """``aes_xts(key=ab,sector=512)`` -> ("aes_xts", [(arg text, key, value)], secret
+    keys); no arguments for a filter without secret parameters. Arguments are
+    ``k=v`` or Konnector's ``k v``, comma-separated, as the native parser takes them."""
+    match = _ITEM.match(item)
+    secret = _secret_params().get(match.group(1).lower()) if match else None
+    if not secret:
+        return item, [], frozenset()
+    args = []
+    for arg in match.group(2).split(","):
+        key, _, value = arg.strip().replace("=", " ", 1).partition(" ")
+        args.append((arg, key, value.strip()))
+    return match.group(1), args, secret
+
+
+def redact_spec(spec: str) -> str:
+    """The spec with every secret parameter's value shown as ``***``."""
+    items = []
+    for item in spec.split(">"):
+        name, args, secret = _secret_args(item)
+        if secret:
+            shown = (f"{key}={REDACTED}" if key in secret else arg for arg, key, _ in args)
+            item = f"{name}({','.join(shown)})"
+        items.append(item)
+    return ">".join(items)
+
+
+def redact_text(text: str, spec: str) -> str:
+    """``text`` (an error, a log line) with the spec's secret values masked.
+    Values under 4 characters are left: no key is that short, and masking
+    them would garble the text."""
+    for item in spec.split(">"):
+        _, args, secret = _secret_args(item)
+        for _, key, value in args:
+            if key in secret and len(value) >= 4:
+                text = text.replace(value, REDACTED)
+    return text

@@ -12,6 +12,11 @@ volume's backing device, stack spec and filter directory from
 bytes, so the spec lives in that file). LIO is driven through rtslib
 (``rtslib-fb``), the library targetcli uses.
 
+Both require CHAP with the bridge's account and admit only the initiator
+names of its ``IscsiAccess`` (``access``): tgt binds the account and a name
+ACL per target; LIO gets a node ACL per initiator with the CHAP pair,
+``authentication=1`` and no generated (demo-mode) ACLs.
+
 Both expose the same small interface to ``VolumeManager``: ``start``,
 ``stop``, ``up(record)``, ``down(record)``, ``device(name)``, ``url(iqn)``
 and ``exported()``.
@@ -27,6 +32,8 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
+from .access import IscsiAccess
+from .files import write_private
 from .frontends import FuseVolume
 from .processes import Daemon, DaemonError
 from .tgt import Tgtd
@@ -93,8 +100,9 @@ def device_size(path: str) -> int:
 
 class LioExporter:
     def __init__(self, config_dir: Path, filter_dir: Path, handler_dir: Path,
-                 portal_host: str, portal_port: int, log_path: Path,
+                 portal_host: str, portal_port: int, log_path: Path, access: IscsiAccess,
                  rtslib: Any = None) -> None:
+        self.access = access
         self.config_dir = config_dir
         self.filter_dir = filter_dir
         self.handler_dir = handler_dir
@@ -140,8 +148,9 @@ class LioExporter:
     def up(self, record: VolumeLike) -> None:
         rts = self.rtslib
         conf = self.conf_path(record.name)
-        conf.write_text(f"backing={record.backing}\nspec={record.spec}\n"
-                        f"filter_dir={self.filter_dir}\n", encoding="utf-8")
+        # 0600: the spec may hold an aes_xts key (the handler refuses a readable file).
+        write_private(conf, f"backing={record.backing}\nspec={record.spec}\n"
+                            f"filter_dir={self.filter_dir}\n")
         created: list[Any] = []
         try:
             backstore = rts.UserBackedStorageObject(
@@ -151,12 +160,16 @@ class LioExporter:
             target = rts.Target(rts.FabricModule("iscsi"), record.iqn)
             created.append(target)
             tpg = rts.TPG(target, 1)
-            rts.LUN(tpg, 1, backstore)
+            lun = rts.LUN(tpg, 1, backstore)
             rts.NetworkPortal(tpg, self.portal_host, self.portal_port)
-            # Open to every initiator, writable, like the tgt backend's "bind ALL".
-            for attribute, value in (("authentication", "0"), ("generate_node_acls", "1"),
-                                     ("demo_mode_write_protect", "0")):
+            # The listed initiators only, each with the CHAP pair; no demo-mode ACLs.
+            for attribute, value in (("authentication", "1"), ("generate_node_acls", "0")):
                 tpg.set_attribute(attribute, value)
+            for name in self.access.initiators:
+                acl = rts.NodeACL(tpg, name)
+                acl.chap_userid = self.access.chap_user
+                acl.chap_password = self.access.chap_password
+                rts.MappedLUN(acl, 1, lun)
             tpg.enable = True
         except Exception:
             for obj in reversed(created):

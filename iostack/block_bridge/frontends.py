@@ -5,7 +5,9 @@
 - ``NbdExport``: ``nbdkit`` with the iostack plugin on a loopback TCP port,
   for fio's ``nbd`` engine and libnbd clients.
 Both take the stack spec and the filter directory; the spec has been
-validated by the caller or is rejected by the frontend at start.
+validated by the caller or is rejected by the frontend at start. The spec
+reaches the daemon on its standard input, never in its argv (it may hold an
+aes_xts key, and ``/proc/<pid>/cmdline`` is world-readable).
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ class FuseVolume:
         self.daemon = Daemon(
             [str(BUILD_DIR / "iostack-fuse"), str(mountpoint), "-f",
              f"--backing={backing}", f"--filter-dir={filter_dir or default_filter_dir()}",
-             f"--spec={spec}", f"--name={name}"],
-            log_path, f"iostack-fuse {mountpoint}")
+             "--spec-file=/dev/stdin", f"--name={name}"],
+            log_path, f"iostack-fuse {mountpoint}", stdin=spec)
 
     def start(self, timeout: float = 10.0) -> None:
         self.mountpoint.mkdir(parents=True, exist_ok=True)
@@ -61,8 +63,8 @@ class NbdExport:
         self.daemon = Daemon(
             ["nbdkit", "-f", "-i", host, "-p", str(port),
              str(BUILD_DIR / "nbdkit-iostack-plugin.so"), f"file={backing}",
-             f"spec={spec}", f"filter-dir={filter_dir or default_filter_dir()}"],
-            log_path, f"nbdkit on {host}:{port}")
+             "spec=+/dev/stdin", f"filter-dir={filter_dir or default_filter_dir()}"],
+            log_path, f"nbdkit on {host}:{port}", stdin=spec)
 
     def start(self, timeout: float = 10.0) -> None:
         self.daemon.start()

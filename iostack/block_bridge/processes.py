@@ -2,8 +2,10 @@
 
 Each is started in its own session with its output in a log file, and
 stopped by its pid only (never by name): SIGTERM, then SIGKILL if it does
-not exit in time. ``free_port`` and ``wait_for`` help tests and the service
-bring daemons up on private ports.
+not exit in time. A secret a daemon needs at start (a stack spec with an
+aes_xts key) is its standard input, an anonymous memory file, never an
+argument: any local user reads ``/proc/<pid>/cmdline``. ``free_port`` and
+``wait_for`` help tests and the service bring daemons up on private ports.
 """
 
 from __future__ import annotations
@@ -47,21 +49,36 @@ def wait_for(ready: Callable[[], bool], timeout: float, what: str,
         time.sleep(0.05)
 
 
+def _memory_file(text: str) -> int:
+    """An anonymous file (no path, no size limit unlike a pipe) holding ``text``."""
+    fd = os.memfd_create("iostack-secret", os.MFD_CLOEXEC)
+    os.write(fd, text.encode())
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
 class Daemon:
     """One child process, started detached, stopped by pid."""
 
-    def __init__(self, argv: Sequence[str], log_path: Path, name: str) -> None:
+    def __init__(self, argv: Sequence[str], log_path: Path, name: str,
+                 stdin: str | None = None) -> None:
         self.argv = list(argv)
         self.log_path = log_path
         self.name = name
+        self.stdin = stdin
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(  # argv list, no shell
-                self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True)
+        stdin = subprocess.DEVNULL if self.stdin is None else _memory_file(self.stdin)
+        try:
+            with open(self.log_path, "ab") as log:
+                self.proc = subprocess.Popen(  # argv list, no shell
+                    self.argv, stdin=stdin, stdout=log, stderr=subprocess.STDOUT,
+                    start_new_session=True)
+        finally:
+            if self.stdin is not None:
+                os.close(stdin)
 
     @property
     def pid(self) -> int | None:

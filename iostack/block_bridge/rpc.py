@@ -5,14 +5,17 @@ Method names are accepted with underscores (targetd) or hyphens
 (Konnector's ``create-filtered-volume``). Errors carry targetd's codes where
 it has one: -32602 invalid params (bad filters included), -50 name
 conflict, -103 volume not found; -32000 for a failure while acting.
+Bodies nested deeper than ``bounded_json.MAX_DEPTH`` levels are a parse
+error (-32700), never a ``RecursionError`` that drops the connection.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from typing import Any
+
+from iostack import bounded_json
 
 from .initiator import InitiatorError
 from .volumes import VolumeError
@@ -45,7 +48,7 @@ class Dispatcher:
     def handle(self, body: bytes) -> dict | list | None:
         """One HTTP body in, the response document out (None: nothing to send)."""
         try:
-            request = json.loads(body)
+            request = bounded_json.loads(body)
         except (ValueError, UnicodeDecodeError) as exc:
             return _error(None, PARSE_ERROR, f"parse error: {exc}")
         if isinstance(request, list):

@@ -10,14 +10,21 @@ FILE is JSON:
      "portal_host": "127.0.0.1", "portal_port": 3260,   # the tgt iSCSI portal
      "filter_dir": "/path/to/filters",            # default: the native build's
      "iqn_prefix": "iqn.2026-11.org.iostack",
-     "allowed_devices": ["/dev/"],                # backing devices must be under these
+     "chap_user": "iostack", "chap_password": "<secret>",   # CHAP for every target
+     "initiators": ["iqn.2026-11.org.iostack:initiator.1a2b"],  # initiator ACL
+     "allowed_devices": ["/dev/sdb", "/dev/vg0/"], # operator-listed devices (default: none)
      "demo_volume": {"name": "demo", "size": 67108864, "filters": "xor(key=0x5a)>bitrev"},
      "controller_url": "http://127.0.0.1:9090", "controller_token": "<token>",
      "backend": "tgt"}                            # or "lio" on hosts with configfs/TCMU
 
-Only user, password and state_dir are required; ``write_config`` creates a
-file with generated credentials (mode 0600). There is no default password.
-The backing files under ``<state_dir>/block`` are always allowed.
+user, password, state_dir, chap_user, chap_password and initiators are
+required; ``write_config`` creates a file with generated credentials (mode
+0600). There is no default password, and no target is open to initiators
+outside ``initiators`` or without the CHAP pair (``access``).
+Backing devices must be the files under ``<state_dir>/block`` or under one of
+``allowed_devices`` (devices or directories); nothing else
+under ``/dev`` is allowed by default, so an RPC caller cannot export the
+host's own disks.
 
 Methods: create_filtered_volume {name, device|serial, [filters], [storage_group]}
 (without ``filters`` the stack comes from the controller's VOLUME and
@@ -50,8 +57,10 @@ from pathlib import Path
 from typing import Any
 
 from . import initiator
+from .access import AccessError, IscsiAccess
 from .attach import PolicyStacks, StorageGroups, with_group_limits
 from .exporters import LioExporter, TgtFuseExporter
+from .files import write_private
 from .native_lib import BUILD_DIR, default_filter_dir
 from .rpc import Dispatcher
 from .tgt import Tgtd
@@ -73,7 +82,10 @@ class ServiceConfig:
     portal_port: int = 3260
     filter_dir: str = ""
     iqn_prefix: str = "iqn.2026-11.org.iostack"
-    allowed_devices: list[str] = field(default_factory=lambda: ["/dev/"])
+    chap_user: str = ""
+    chap_password: str = ""
+    initiators: list[str] = field(default_factory=list)
+    allowed_devices: list[str] = field(default_factory=list)
     demo_volume: dict[str, Any] | None = None
     controller_url: str = ""  # where VOLUME/STORAGE_GROUP policies are resolved
     controller_token: str = ""
@@ -90,29 +102,45 @@ class ServiceConfig:
         for key in ("user", "password", "state_dir"):
             if not isinstance(data.get(key), str) or not data[key]:
                 raise ValueError(f"{path}: '{key}' is required (a non-empty string)")
+        devices = data.get("allowed_devices", [])
+        if not isinstance(devices, list) or not all(
+                isinstance(d, str) and os.path.isabs(d) for d in devices):
+            raise ValueError(f"{path}: 'allowed_devices' must be a list of absolute paths")
         for key in ("port", "portal_port"):
             if key in data and (not isinstance(data[key], int) or not 0 <= data[key] < 65536):
                 raise ValueError(f"{path}: '{key}' must be a port number")
-        return cls(**data)
+        config = cls(**data)
+        try:
+            config.access()
+        except (AccessError, TypeError) as exc:
+            raise ValueError(f"{path}: {exc} (write_config generates chap_user, "
+                             "chap_password and initiators)") from None
+        return config
+
+    def access(self) -> IscsiAccess:
+        """Who may log in to this bridge's targets."""
+        return IscsiAccess(self.chap_user, self.chap_password, tuple(self.initiators))
 
 
 def write_config(path: Path, state_dir: Path, **overrides: Any) -> ServiceConfig:
     """Create a config file with generated credentials (mode 0600)."""
+    access = IscsiAccess.generate(overrides.get("iqn_prefix", ServiceConfig.iqn_prefix))
+    generated = {"chap_user": access.chap_user, "chap_password": access.chap_password,
+                 "initiators": list(access.initiators)}
     config = ServiceConfig(user="admin", password=secrets.token_urlsafe(18),
-                           state_dir=str(state_dir), **overrides)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(asdict(config), f, indent=1)
+                           state_dir=str(state_dir), **(generated | overrides))
+    write_private(Path(path), json.dumps(asdict(config), indent=1))
     return config
 
 
 def make_exporter(config: ServiceConfig, block_dir: Path, filter_dir: Path):
     if config.backend == "tgt":
-        tgtd = Tgtd(block_dir / "tgtd.log", config.portal_host, config.portal_port)
+        tgtd = Tgtd(block_dir / "tgtd.log", config.access(), config.portal_host,
+                    config.portal_port)
         return TgtFuseExporter(tgtd, block_dir, filter_dir)
     if config.backend == "lio":
         return LioExporter(block_dir / "tcmu", filter_dir, BUILD_DIR, config.portal_host,
-                           config.portal_port, block_dir / "tcmu-runner.log")
+                           config.portal_port, block_dir / "tcmu-runner.log", config.access())
     raise ValueError(f"backend must be 'tgt' or 'lio', not {config.backend!r}")
 
 

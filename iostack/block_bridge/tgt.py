@@ -5,6 +5,13 @@
 (``/var/run/tgtd/socket.<n>``), so it never touches a system tgtd. Stopping
 it removes every target (forced) and then the daemon, as tgtd refuses to
 exit on SIGTERM while it serves targets.
+
+Every target requires CHAP with the ``IscsiAccess`` account and accepts the
+listed initiator names only. No address is bound: tgt admits an initiator
+that matches *any* ACL entry, so binding ``ALL`` addresses (as before)
+would open the target to every initiator name. ``tgtadm`` takes the CHAP
+password as an argument: it is visible in ``/proc`` for the milliseconds
+that one ``tgtadm`` call runs at start, and admits only listed initiators.
 """
 
 from __future__ import annotations
@@ -13,14 +20,16 @@ import random
 import subprocess
 from pathlib import Path
 
+from .access import IscsiAccess
 from .processes import Daemon, DaemonError, port_open, wait_for
 
 SOCKET_DIR = Path("/var/run/tgtd")
 
 
 class Tgtd:
-    def __init__(self, log_path: Path, host: str = "127.0.0.1", port: int = 3260,
-                 control_port: int | None = None) -> None:
+    def __init__(self, log_path: Path, access: IscsiAccess, host: str = "127.0.0.1",
+                 port: int = 3260, control_port: int | None = None) -> None:
+        self.access = access
         self.host = host
         self.port = port
         self.control_port = control_port or self._unused_control_port()
@@ -42,6 +51,8 @@ class Tgtd:
         try:
             wait_for(lambda: port_open(self.host, self.port) and self._answers(), timeout,
                      self.daemon.name, self.daemon.alive)
+            self._tgtadm("--mode", "account", "--op", "new", "--user", self.access.chap_user,
+                         "--password", self.access.chap_password, redact=True)
         except DaemonError as exc:
             self.daemon.stop()
             raise self.daemon.fail(str(exc)) from None
@@ -49,22 +60,27 @@ class Tgtd:
     def _answers(self) -> bool:
         return self._tgtadm("--mode", "target", "--op", "show", check=False).returncode == 0
 
-    def _tgtadm(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def _tgtadm(self, *args: str, check: bool = True,
+                redact: bool = False) -> subprocess.CompletedProcess[str]:
         result = subprocess.run(
             ["tgtadm", "-C", str(self.control_port), "--lld", "iscsi", *args],
             capture_output=True, text=True, timeout=30)
         if check and result.returncode != 0:
-            raise DaemonError(f"tgtadm {' '.join(args)}: {result.stderr.strip()}")
+            shown = " ".join(args[:4]) + " ..." if redact else " ".join(args)
+            raise DaemonError(f"tgtadm {shown}: {result.stderr.strip()}")
         return result
 
     def export(self, tid: int, iqn: str, path: Path, lun: int = 1) -> None:
-        """Export ``path`` as LUN ``lun`` of a new target, open to all initiators."""
+        """Export ``path`` as LUN ``lun`` of a new target: CHAP and the initiator ACL."""
         self._tgtadm("--mode", "target", "--op", "new", "--tid", str(tid), "--targetname", iqn)
         try:
             self._tgtadm("--mode", "logicalunit", "--op", "new", "--tid", str(tid),
                          "--lun", str(lun), "--backing-store", str(path))
-            self._tgtadm("--mode", "target", "--op", "bind", "--tid", str(tid),
-                         "--initiator-address", "ALL")
+            self._tgtadm("--mode", "account", "--op", "bind", "--tid", str(tid),
+                         "--user", self.access.chap_user)
+            for name in self.access.initiators:
+                self._tgtadm("--mode", "target", "--op", "bind", "--tid", str(tid),
+                             "--initiator-name", name)
         except DaemonError:
             self.remove(tid)
             raise

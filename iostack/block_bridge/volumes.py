@@ -8,7 +8,9 @@ taken, so a volume exists completely or not at all.
 
 Volume records are kept in ``<state_dir>/block/volumes.json`` (JSON, mode
 0600) and re-established when the service starts again; the backing device
-keeps the filtered bytes, so data survive restarts.
+keeps the filtered bytes, so data survive restarts. What the service shows
+(``describe``, errors) has secret filter arguments (the aes_xts key) masked;
+only the 0600 records and the frontends' standard input hold them.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from .catalog import redact_spec, redact_text
+from .files import write_private
 from .native_lib import StackError, validate
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -68,7 +72,8 @@ class VolumeManager:
         self.exporter = exporter
         self.filter_dir = filter_dir
         self.iqn_prefix = iqn_prefix
-        self.allowed_devices = [str(Path(p)) for p in allowed_devices]
+        # Compared resolved, as the requested device is: a listed by-id link allows its disk.
+        self.allowed_devices = [os.path.realpath(p) for p in allowed_devices]
         self.lock = threading.Lock()
         self.records: dict[str, VolumeRecord] = {}
 
@@ -107,7 +112,7 @@ class VolumeManager:
         try:
             validate(spec, self.filter_dir)
         except StackError as exc:
-            raise VolumeError("invalid", f"bad filters: {exc}") from None
+            raise VolumeError("invalid", redact_text(f"bad filters: {exc}", spec)) from None
         backing = self._resolve_device(device, serial)
         if name in self.records:
             raise VolumeError("conflict", f"volume {name!r} already exists")
@@ -124,8 +129,8 @@ class VolumeManager:
             "name": record.name,
             "device": self.exporter.device(record.name),
             "backing": record.backing,
-            "filters": record.filters,
-            "spec": record.spec,
+            "filters": [redact_spec(f) for f in record.filters],
+            "spec": redact_spec(record.spec),
             "target_iqn": record.iqn,
             "lun": 1,
             "iscsi_url": self.exporter.url(record.iqn),
@@ -144,7 +149,8 @@ class VolumeManager:
             try:
                 self.exporter.up(record)
             except Exception as exc:
-                raise VolumeError("failed", f"could not export volume {name!r}: {exc}") from None
+                raise VolumeError("failed", redact_text(
+                    f"could not export volume {name!r}: {exc}", spec)) from None
             self.records[name] = record
             self._save()
             return self.describe(record)
@@ -177,7 +183,8 @@ class VolumeManager:
                 self.exporter.up(record)
                 self.records[record.name] = record
             except Exception as exc:
-                problems.append(f"volume {record.name!r} not restored: {exc}")
+                problems.append(redact_text(f"volume {record.name!r} not restored: {exc}",
+                                            record.spec))
         self._save()
         return problems
 
@@ -193,9 +200,5 @@ class VolumeManager:
         return problems
 
     def _save(self) -> None:
-        path = self.dir / "volumes.json"
-        tmp = path.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump([asdict(r) for r in self.records.values()], f, indent=1)
-        os.replace(tmp, path)
+        write_private(self.dir / "volumes.json",
+                      json.dumps([asdict(r) for r in self.records.values()], indent=1))

@@ -6,7 +6,10 @@ own effective policies (``GET /v1/tenants/<account>/policies``) and explain
 requests to its own account. Errors are JSON ``{"error": message, "status":
 code}``, with ``diagnostics`` (line, column, message) for policy text.
 Bodies larger than ``max_body_bytes`` (default 1 MiB) get 413. Parameters of
-type ``secret`` are shown as ``***`` in every answer.
+type ``secret`` are shown as ``***`` in every answer but one: the block
+bridge's ``GET /v1/volumes/<volume>/stack`` (administrators only, not cached),
+since the bridge must load the very key a ``FOR VOLUME v DO SET AES_XTS WITH
+key=...`` policy gives.
 
 The OpenAPI document (``openapi.py``) is served at ``/v1/openapi.json``; a
 test keeps it and the routes in step.
@@ -297,6 +300,22 @@ def _explain_volume(data: dict[str, Any]):
     resolution = _ctl().store.block_stack(volume, group).to_json()
     _redact_params(resolution["pipeline"])
     return jsonify(request={"volume": volume, "storage_group": group}, **resolution)
+
+
+# -- block bridge ---------------------------------------------------------------
+
+
+@bp.get("/volumes/<volume>/stack")
+def volume_stack(volume: str):
+    """A volume's resolved stack with secret parameters in clear, for the block
+    bridge that builds it (``explain`` masks them, and a masked key cannot
+    encrypt). Administrators only; never stored by caches on the way."""
+    _admin()
+    group = request.args.get("storage_group") or None
+    resolution = _ctl().store.block_stack(volume, group).to_json()
+    response = jsonify(volume=volume, storage_group=group, **resolution)
+    response.headers["Cache-Control"] = "no-store"
+    return response
 
 
 # -- metrics --------------------------------------------------------------------

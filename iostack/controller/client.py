@@ -106,6 +106,11 @@ class ControllerClient:
         return self.request("POST", "/explain", {"volume": volume,
                                                  "storage_group": storage_group})
 
+    def volume_stack(self, volume: str, storage_group: str | None = None) -> dict[str, Any]:
+        """Like ``explain_volume`` but with secret parameters in clear (admin only)."""
+        return self.request("GET", f"/volumes/{quote(volume, safe='')}/stack",
+                            query={"storage_group": storage_group} if storage_group else None)
+
     def metric_series(self, metric: str, target: str, stage: str = "proxy",
                       last: int | None = None) -> dict[str, Any]:
         query = {"stage": stage} | ({"last": last} if last else {})

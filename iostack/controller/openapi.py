@@ -64,6 +64,11 @@ def openapi_document() -> dict[str, Any]:
                 "size": {"type": "integer", "minimum": 0},
                 "headers": {"type": "object", "additionalProperties": {"type": "string"}},
                 "volume": {"type": "string"}, "storage_group": {"type": "string"}}})},
+        "/v1/volumes/{volume}/stack": {"get": _op(
+            "A volume's resolved filter stack with secret parameters (keys) in clear, for "
+            "the block bridge (admin)",
+            params=[_path_param("volume"),
+                    {"name": "storage_group", "in": "query", "schema": {"type": "string"}}])},
         "/v1/tenants": {"get": _op("Known tenants (accounts)")},
         "/v1/tenants/{name}": {"put": _op("Record a known tenant", "201", params=[name])},
         "/v1/metrics/{metric}/{target}": {"get": _op(

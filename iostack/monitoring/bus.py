@@ -19,8 +19,9 @@ and the thread reconnects by itself. ``Consumer`` binds a private, bounded,
 auto-deleted queue to an exchange and hands each decoded message to a
 callback on its own thread, reconnecting likewise.
 
-Bodies are JSON objects: the consumer refuses anything else (and anything
-over ``MAX_MESSAGE_BYTES``); nothing is ever unpickled or evaluated.
+Bodies are JSON objects: the consumer refuses anything else (anything over
+``MAX_MESSAGE_BYTES``, anything nested deeper than ``bounded_json.MAX_DEPTH``
+levels) and keeps consuming; nothing is ever unpickled or evaluated.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ from typing import Any, Generic, TypeVar
 
 import pika
 import pika.exceptions
+
+from iostack import bounded_json
 
 LOG = logging.getLogger(__name__)
 # pika logs every connection step at INFO; our reconnect loop reports what matters.
@@ -79,7 +82,7 @@ def decode(body: bytes) -> dict[str, Any]:
     """A message body as a JSON object; ``ValueError`` with the reason otherwise."""
     if len(body) > MAX_MESSAGE_BYTES:
         raise ValueError(f"message of {len(body)} bytes is over {MAX_MESSAGE_BYTES}")
-    data = json.loads(body)
+    data = bounded_json.loads(body)
     if not isinstance(data, dict):
         raise ValueError("message is not a JSON object")
     return data

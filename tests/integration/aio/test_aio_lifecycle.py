@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
 from pathlib import Path
 
 import pika
@@ -20,6 +21,7 @@ import swiftclient
 
 from iostack.aio.processes import ProcessManager
 from iostack.aio.session import PORT_SETTINGS, aio_command, free_port_args
+from iostack.block_bridge.native_lib import BUILD_DIR
 
 pytestmark = pytest.mark.integration
 
@@ -95,6 +97,14 @@ def test_private_services_start_stop_and_restart(tmp_path):
         assert answer["result"][0]["iscsi_url"].startswith(f"iscsi://{block['iscsi_portal']}/")
         assert requests.post(block["url"], json=call, auth=(block["user"], "wrong"),
                              timeout=30).status_code == 401
+        # Its iSCSI targets take the CHAP pair and initiator name aio.json records, only.
+        size = [str(BUILD_DIR / "iscsi-rw"), "-i", block["iscsi_initiator"], "size",
+                answer["result"][0]["iscsi_url"]]
+        chap = {"LIBISCSI_CHAP_USERNAME": block["chap_user"],
+                "LIBISCSI_CHAP_PASSWORD": block["chap_password"]}
+        assert subprocess.run(size, env={**os.environ, **chap}, capture_output=True,
+                              timeout=30).stdout.split()[0] == str(64 << 20).encode()
+        assert subprocess.run(size, capture_output=True, timeout=30).returncode != 0
 
         status = aio_command("status", state_dir)
         assert status.returncode == 0, status.stdout

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from iostack.block_bridge.access import IscsiAccess
 from iostack.block_bridge.native_lib import ensure_built
 from iostack.block_bridge.processes import free_port
 from iostack.block_bridge.tgt import Tgtd
@@ -20,7 +21,8 @@ def native_build() -> Path:
 
 @pytest.fixture(scope="module")
 def tgtd(native_build, tmp_path_factory):
-    daemon = Tgtd(tmp_path_factory.mktemp("tgtd") / "tgtd.log", port=free_port())
+    daemon = Tgtd(tmp_path_factory.mktemp("tgtd") / "tgtd.log",
+                  IscsiAccess.generate("iqn.2026-11.org.iostack"), port=free_port())
     daemon.start()
     yield daemon
     daemon.stop()

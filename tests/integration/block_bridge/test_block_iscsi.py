@@ -37,9 +37,9 @@ def test_data_round_trip_backing_holds_transformed_bytes_and_reopen(tgtd, tmp_pa
     url = tgtd.url(iqn)
     data = os.urandom(256 * 1024)
     try:
-        assert iscsi_rw("size", url).split() == [str(16 << 20).encode(), b"512"]
-        iscsi_rw("write", url, str(1 << 20), data=data)
-        assert iscsi_rw("read", url, str(1 << 20), str(len(data))) == data
+        assert iscsi_rw(tgtd.access, "size", url).split() == [str(16 << 20).encode(), b"512"]
+        iscsi_rw(tgtd.access, "write", url, str(1 << 20), data=data)
+        assert iscsi_rw(tgtd.access, "read", url, str(1 << 20), str(len(data))) == data
         with open(backing, "rb") as f:
             f.seek(1 << 20)
             assert f.read(len(data)) == bitrev_xor(data, 0x0F)
@@ -51,7 +51,8 @@ def test_data_round_trip_backing_holds_transformed_bytes_and_reopen(tgtd, tmp_pa
     again.start()
     try:
         tgtd.export(11, iqn + "2", again.path)
-        assert iscsi_rw("read", tgtd.url(iqn + "2"), str(1 << 20), str(len(data))) == data
+        url2 = tgtd.url(iqn + "2")
+        assert iscsi_rw(tgtd.access, "read", url2, str(1 << 20), str(len(data))) == data
     finally:
         tgtd.remove(11)
         again.stop()
@@ -63,8 +64,8 @@ def test_compliance_suites_match_a_plain_file_lun(tgtd, tmp_path, fuse_volume):
     tgtd.export(20, "iqn.2026-11.org.iostack:plain", plain)
     tgtd.export(21, "iqn.2026-11.org.iostack:filtered", volume.path)
     try:
-        baseline = compliance(tgtd.url("iqn.2026-11.org.iostack:plain"), SUITES)
-        filtered = compliance(tgtd.url("iqn.2026-11.org.iostack:filtered"), SUITES)
+        baseline = compliance(tgtd.access, tgtd.url("iqn.2026-11.org.iostack:plain"), SUITES)
+        filtered = compliance(tgtd.access, tgtd.url("iqn.2026-11.org.iostack:filtered"), SUITES)
     finally:
         tgtd.remove(20)
         tgtd.remove(21)

@@ -9,6 +9,7 @@ tcmu-harness against the very volume file the exporter writes.
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 from dataclasses import dataclass
 
@@ -16,6 +17,7 @@ import pytest
 from bb_helpers import make_backing
 
 from iostack.block_bridge import exporters
+from iostack.block_bridge.access import IscsiAccess
 from iostack.block_bridge.exporters import CONFIGFS_TARGET, LioExporter
 from iostack.block_bridge.native_lib import BUILD_DIR
 
@@ -72,6 +74,17 @@ class RecordingRtslib:
         self.TPG = TPG
         self.LUN = type("LUN", (Node,), {"kind": "lun"})
         self.NetworkPortal = type("NetworkPortal", (Node,), {"kind": "portal"})
+        self.MappedLUN = type("MappedLUN", (Node,), {"kind": "mapped_lun"})
+
+        class NodeACL(Node):
+            kind = "acl"
+
+            def __setattr__(self, name, value):
+                if name.startswith("chap_"):
+                    outer.log.append(("acl", self.args[1], name, value))
+                super().__setattr__(name, value)
+
+        self.NodeACL = NodeACL
 
 
 @pytest.fixture
@@ -81,9 +94,13 @@ def volume(tmp_path, native_build):
                   "iqn.2026-11.org.iostack:vol9")
 
 
+ACCESS = IscsiAccess("iostack", "chap-secret-0123456789",
+                     ("iqn.2026-11.org.iostack:host-a", "iqn.2026-11.org.iostack:host-b"))
+
+
 def exporter_for(tmp_path, rtslib):
     return LioExporter(tmp_path / "tcmu", BUILD_DIR / "filters", BUILD_DIR, "127.0.0.1", 3260,
-                       tmp_path / "tcmu-runner.log", rtslib=rtslib)
+                       tmp_path / "tcmu-runner.log", ACCESS, rtslib=rtslib)
 
 
 def test_lio_exporter_builds_a_tcmu_backed_iscsi_target(tmp_path, volume):
@@ -95,10 +112,22 @@ def test_lio_exporter_builds_a_tcmu_backed_iscsi_target(tmp_path, volume):
     assert new[0] == ("backstore", ("vol9",), {"config": "iostack/vol9", "size": 4 << 20})
     assert ("target", new[2][1][1]) == ("target", volume.iqn)
     assert [kind for kind, _, _ in new] == ["backstore", "fabric", "target", "tpg", "lun",
-                                           "portal"]
-    assert ("attr", "generate_node_acls", "1") in rts.log and ("enable", True) in rts.log
+                                           "portal", "acl", "mapped_lun", "acl", "mapped_lun"]
+    # Security regression: the TPG had authentication=0 and generated demo-mode
+    # ACLs, open to every initiator. Now: CHAP, and a node ACL per listed name.
+    assert ("attr", "authentication", "1") in rts.log
+    assert ("attr", "generate_node_acls", "0") in rts.log
+    assert ("attr", "generate_node_acls", "1") not in rts.log
+    for name in ACCESS.initiators:
+        assert ("acl", name, "chap_userid", "iostack") in rts.log
+        assert ("acl", name, "chap_password", "chap-secret-0123456789") in rts.log
+    mapped = [(e[2][0].args[1], e[2][1]) for e in rts.log if e[:2] == ("new", "mapped_lun")]
+    assert mapped == [(name, 1) for name in ACCESS.initiators]
+    assert rts.log.index(("enable", True)) == len(rts.log) - 1  # open only when guarded
     assert exporter.conf_path("vol9").read_text() == (
         f"backing={volume.backing}\nspec={volume.spec}\nfilter_dir={BUILD_DIR / 'filters'}\n")
+    # The spec may hold an aes_xts key: private from the start.
+    assert stat.S_IMODE(exporter.conf_path("vol9").stat().st_mode) == 0o600
     assert exporter.url(volume.iqn) == f"iscsi://127.0.0.1:3260/{volume.iqn}/1"
     assert exporter.exported() == ["vol9"]
 
@@ -151,8 +180,8 @@ def test_lio_end_to_end(tmp_path, volume):
     try:
         exporter.up(volume)
         data = os.urandom(64 * 1024)
-        iscsi_rw("write", exporter.url(volume.iqn), "4096", data=data)
-        assert iscsi_rw("read", exporter.url(volume.iqn), "4096", str(len(data))) == data
+        iscsi_rw(ACCESS, "write", exporter.url(volume.iqn), "4096", data=data)
+        assert iscsi_rw(ACCESS, "read", exporter.url(volume.iqn), "4096", str(len(data))) == data
         exporter.down(volume)
     finally:
         exporter.stop()

@@ -6,7 +6,7 @@ import os
 import subprocess
 
 import pytest
-from bb_helpers import make_backing
+from bb_helpers import make_backing, processes_showing, xts_encrypt
 
 from iostack.block_bridge.frontends import NbdExport
 from iostack.block_bridge.processes import DaemonError, free_port
@@ -70,3 +70,18 @@ def test_bad_spec_stops_nbdkit_with_the_reason(export):
     with pytest.raises(DaemonError) as err:
         start("xor(key=999)")
     assert "must be a number in [0, 255]" in str(err.value)
+
+
+def test_an_aes_xts_key_is_never_in_nbdkits_argv(export, tmp_path):
+    """Security regression: the spec was an nbdkit argument, so any local user
+    read the volume's key in /proc/<pid>/cmdline."""
+    backing, start = export
+    key = os.urandom(32)
+    server = start(f"aes_xts(key={key.hex()})")
+    assert processes_showing(key.hex()) == []
+    data = os.urandom(1 << 20)
+    source = tmp_path / "source.img"
+    source.write_bytes(data)
+    subprocess.run(["nbdcopy", str(source), server.uri], check=True, timeout=60)
+    server.stop()
+    assert backing.read_bytes()[:len(data)] == xts_encrypt(key, data, 0)

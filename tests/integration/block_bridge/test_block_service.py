@@ -8,13 +8,16 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import urllib.error
 import urllib.request
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
-from bb_helpers import iscsi_rw, make_backing
+from bb_helpers import iscsi_rw, make_backing, processes_showing, xts_encrypt
 
 from iostack.block_bridge.processes import free_port, port_open, wait_for
 from iostack.block_bridge.service import write_config
@@ -28,12 +31,16 @@ class Service:
         self.devices = tmp_path / "devices"
         self.devices.mkdir()
         self.port = free_port()
+        extra.setdefault("allowed_devices", [str(self.devices)])
         self.config = write_config(tmp_path / "block.json", self.state_dir, port=self.port,
-                                   portal_port=free_port(),
-                                   allowed_devices=[str(self.devices)], **extra)
+                                   portal_port=free_port(), **extra)
         self.config_path = tmp_path / "block.json"
         self.log = tmp_path / "service.log"
         self.proc = None
+
+    @property
+    def access(self):
+        return self.config.access()
 
     def start(self):
         with open(self.log, "ab") as log:
@@ -95,6 +102,28 @@ def test_auth_and_http_errors(service):
     service.config.password = good
     assert service.post(body, path="/other")[0] == 404
     assert service.post(body) == (200, {"jsonrpc": "2.0", "id": 1, "result": []})
+
+
+def test_by_default_only_the_state_dirs_block_folder_is_exportable(tmp_path, native_build):
+    """Security regression: the default allowed every path under /dev/, so an RPC
+    caller could export the host's own disks (here: a file under /dev/shm)."""
+    config = write_config(tmp_path / "probe.json", tmp_path / "probe")
+    assert config.allowed_devices == []
+    svc = Service(tmp_path, allowed_devices=config.allowed_devices)
+    host_file = make_backing(Path(f"/dev/shm/iostack-test-{os.getpid()}.img"), 1 << 20)
+    svc.start()
+    try:
+        refused = svc.call("create_filtered_volume", name="hostdisk", device=str(host_file),
+                           filters=[])
+        assert refused["error"]["code"] == -32602
+        assert "outside the allowed locations" in refused["error"]["message"]
+        own = make_backing(svc.state_dir / "block" / "own.img", 1 << 20)
+        created = svc.call("create_filtered_volume", name="own", device=str(own), filters=[])
+        assert created["result"]["backing"] == str(own)
+        assert [v["name"] for v in svc.call("list_filtered_volumes")["result"]] == ["own"]
+    finally:
+        svc.stop()
+        host_file.unlink()
 
 
 def test_batch_and_notification(service):
@@ -159,15 +188,20 @@ def test_volume_lifecycle_over_iscsi_and_restart(service):
     assert url == (f"iscsi://127.0.0.1:{service.config.portal_port}/"
                    f"iqn.2026-11.org.iostack:fvol1/1")
     data = os.urandom(128 * 1024)
-    iscsi_rw("write", url, "4096", data=data)
-    assert iscsi_rw("read", url, "4096", str(len(data))) == data
+    iscsi_rw(service.access, "write", url, "4096", data=data)
+    assert iscsi_rw(service.access, "read", url, "4096", str(len(data))) == data
     stored = backing.read_bytes()[4096:4096 + len(data)]
     assert stored == bytes(int(f"{b ^ 0x0F:08b}"[::-1], 2) for b in data)
 
+    # SendTargets shows the target to listed initiators only: discover_portal
+    # speaks as libiscsi's default initiator here (no open-iscsi), not listed.
     portal = {"hostname": "127.0.0.1", "port": service.config.portal_port}
-    found = service.call("discover_portal", **portal)["result"]
-    assert found == {"iqn.2026-11.org.iostack:fvol1": {"127.0.0.1": {
-        "interface": "default", "portal": ["127.0.0.1", service.config.portal_port, 1]}}}
+    assert service.call("discover_portal", **portal)["result"] == {}
+    listed = subprocess.run(["iscsi-ls", "-i", service.access.initiators[0], "-s",
+                             f"iscsi://127.0.0.1:{service.config.portal_port}"],
+                            capture_output=True, text=True, timeout=30)
+    assert (f"Target:iqn.2026-11.org.iostack:fvol1 Portal:127.0.0.1:"
+            f"{service.config.portal_port},1") in listed.stdout
 
     again = service.call("create_filtered_volume", name="fvol1", device=str(backing),
                          filters=[])
@@ -181,12 +215,57 @@ def test_volume_lifecycle_over_iscsi_and_restart(service):
     assert mounts_under(service.state_dir) == []
     service.start()
     assert [v["name"] for v in service.call("list_filtered_volumes")["result"]] == ["fvol1"]
-    assert iscsi_rw("read", url, "4096", str(len(data))) == data
+    assert iscsi_rw(service.access, "read", url, "4096", str(len(data))) == data
 
     assert service.call("delete_filtered_volume", name="fvol1")["result"] is None
     assert service.call("list_filtered_volumes")["result"] == []
     assert mounts_under(service.state_dir) == []
     assert service.call("delete_filtered_volume", name="fvol1")["error"]["code"] == -103
+
+
+def test_targets_need_the_chap_pair_and_a_listed_initiator(service):
+    """Security regression: every target was bound to all initiator addresses
+    without CHAP, so any local process could read and write every volume."""
+    access = service.access
+    assert len(access.chap_password) >= 24 and access.initiators
+    backing = make_backing(service.devices / "acl.img", 1 << 20)
+    url = service.call("create_filtered_volume", name="acl", device=str(backing),
+                       filters=["xor(key=0x5a)"])["result"]["iscsi_url"]
+    assert iscsi_rw(access, "size", url).split()[0] == str(1 << 20).encode()
+
+    wrong = replace(access, chap_password="not-the-password")
+    for attempt, initiator, chap in ((access, None, False), (wrong, None, True),
+                                     (access, "iqn.2026-11.org.example:intruder", True)):
+        failed = iscsi_rw(attempt, "size", url, initiator=initiator, chap=chap, check=False)
+        assert b"Failed to log in" in failed, failed
+    assert backing.read_bytes() == bytes(1 << 20)
+
+
+def test_an_aes_xts_key_stays_out_of_argv_listings_and_errors(service):
+    """Security regression: the key was on the FUSE frontend's command line
+    (/proc/<pid>/cmdline, readable by every local user) and in the spec and
+    filters that create_filtered_volume and list_filtered_volumes return."""
+    key = os.urandom(32)
+    backing = make_backing(service.devices / "secret.img", 4 << 20)
+    bad = service.call("create_filtered_volume", name="enc", device=str(backing),
+                       filters=[f"aes_xts(key={key.hex()[:-2]})"])
+    assert bad["error"]["code"] == -32602 and "hex digits" in bad["error"]["message"]
+    assert key.hex()[:-2] not in json.dumps(bad)
+    created = service.call("create_filtered_volume", name="enc", device=str(backing),
+                           filters=[f"aes_xts(key={key.hex()})", "xor(key=0x11)"])["result"]
+    listed = service.call("list_filtered_volumes")["result"]
+    assert listed == [created]
+    assert created["spec"] == "aes_xts(key=***)>xor(key=0x11)"
+    assert created["filters"] == ["aes_xts(key=***)", "xor(key=0x11)"]
+    assert key.hex() not in json.dumps(listed)
+    assert processes_showing(key.hex()) == []
+    data = os.urandom(64 * 1024)
+    iscsi_rw(service.access, "write", created["iscsi_url"], "8192", data=data)
+    assert iscsi_rw(service.access, "read", created["iscsi_url"], "8192", str(len(data))) == data
+    stored = backing.read_bytes()[8192:8192 + len(data)]
+    assert stored == bytes(b ^ 0x11 for b in xts_encrypt(key, data, 8192))
+    volumes_json = service.state_dir / "block" / "volumes.json"
+    assert stat.S_IMODE(volumes_json.stat().st_mode) == 0o600
 
 
 def test_initiator_methods_without_a_kernel_initiator(service):
@@ -206,7 +285,7 @@ def test_demo_volume_is_created_at_start(tmp_path, native_build):
     try:
         (volume,) = svc.call("list_filtered_volumes")["result"]
         assert volume["name"] == "demo" and volume["spec"] == "xor(key=0x5a)>bitrev"
-        assert iscsi_rw("size", volume["iscsi_url"]).split()[0] == str(4 << 20).encode()
+        assert iscsi_rw(svc.access, "size", volume["iscsi_url"]).split()[0] == str(4 << 20).encode()
         info = json.loads((svc.state_dir / "block" / "service.json").read_text())
         assert info["url"] == f"http://127.0.0.1:{svc.port}/targetrpc"
         assert info["pid"] == svc.proc.pid
@@ -264,8 +343,8 @@ def test_volume_stack_comes_from_volume_and_storage_group_policies(policy_servic
     # The group's limit on top, then the group's and the volume's own filters.
     assert result["spec"] == "iops(read=300,write=300)>xor(key=17)>bitrev"
     data = os.urandom(64 * 1024)
-    iscsi_rw("write", result["iscsi_url"], "4096", data=data)
-    assert iscsi_rw("read", result["iscsi_url"], "4096", str(len(data))) == data
+    iscsi_rw(svc.access, "write", result["iscsi_url"], "4096", data=data)
+    assert iscsi_rw(svc.access, "read", result["iscsi_url"], "4096", str(len(data))) == data
     assert backing.read_bytes()[4096:4096 + len(data)] != data  # stored transformed
 
     missing = svc.call("create_filtered_volume", name=f"x{suffix}", device=str(backing),
@@ -273,3 +352,35 @@ def test_volume_stack_comes_from_volume_and_storage_group_policies(policy_servic
     assert missing["error"]["code"] == -103 and "no-such-group" in missing["error"]["message"]
     assert svc.call("delete_filtered_volume", name=volume)["result"] is None
     assert svc.call("delete_storage_group", name=group)["result"] is None
+
+
+def test_an_aes_xts_volume_policy_through_the_controller_works_end_to_end(
+        policy_service, policies, aio, swift_for):
+    """Security/function regression: the bridge read policies through explain,
+    which masks secret parameters, so 'FOR VOLUME v DO SET AES_XTS WITH key=...'
+    reached it as key=*** and create_filtered_volume answered -32603. It now
+    reads the admin-only, unmasked route, which a tenant cannot."""
+    from iostack.controller.client import ControllerClient, ControllerError
+
+    svc = policy_service
+    volume = f"enc{os.urandom(4).hex()}"
+    key = os.urandom(32)
+    policies.add(f'FOR VOLUME {volume} DO SET AES_XTS WITH key="{key.hex()}"')
+
+    backing = make_backing(svc.devices / "enc.img", 4 << 20)
+    reply = svc.call("create_filtered_volume", name=volume, device=str(backing))
+    assert "error" not in reply, reply
+    assert reply["result"]["spec"] == "aes_xts(key=***,sector=512)"
+    assert key.hex() not in json.dumps(svc.call("list_filtered_volumes"))
+    assert processes_showing(key.hex()) == []
+    data = os.urandom(64 * 1024)
+    url = reply["result"]["iscsi_url"]
+    iscsi_rw(svc.access, "write", url, "4096", data=data)
+    assert iscsi_rw(svc.access, "read", url, "4096", str(len(data))) == data
+    assert backing.read_bytes()[4096:4096 + len(data)] == xts_encrypt(key, data, 4096)
+
+    _, tenant_token = swift_for("t1").get_auth()
+    with pytest.raises(ControllerError) as denied:
+        ControllerClient(aio["controller_url"], tenant_token).volume_stack(volume)
+    assert denied.value.status in (401, 403)  # a tenant token names no admin, whichever way
+    assert svc.call("delete_filtered_volume", name=volume)["result"] is None

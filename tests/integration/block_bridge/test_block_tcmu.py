@@ -10,6 +10,7 @@ import subprocess
 import pytest
 from bb_helpers import make_backing
 
+from iostack.block_bridge.files import write_private
 from iostack.block_bridge.native_lib import BUILD_DIR
 
 pytestmark = pytest.mark.integration
@@ -37,8 +38,8 @@ def volume(tmp_path, native_build):
     key = bytes(range(32)).hex()
 
     def configure(spec: str) -> None:
-        (conf_dir / "vol1.conf").write_text(
-            f"backing={backing}\nspec={spec}\nfilter_dir={BUILD_DIR / 'filters'}\n")
+        write_private(conf_dir / "vol1.conf",
+                      f"backing={backing}\nspec={spec}\nfilter_dir={BUILD_DIR / 'filters'}\n")
 
     configure(f"aes_xts(key={key})>xor(key=0x33)")
     return backing, conf_dir, configure
@@ -85,3 +86,15 @@ def test_handler_refuses_a_block_size_below_the_stack_alignment(volume, tmp_path
     result = run_harness("iostack/vol1", tmp_path / "data", 0, conf_dir, block_size=512)
     assert result.returncode != 0
     assert steps(result.stdout)["open"] == "FAILED"
+
+
+def test_handler_refuses_a_volume_file_others_can_read(volume, tmp_path):
+    """Security regression: the volume file holds the stack spec, aes_xts key
+    included; the handler served one any local user could read."""
+    _, conf_dir, _ = volume
+    (tmp_path / "data").write_bytes(bytes(4096))
+    (conf_dir / "vol1.conf").chmod(0o644)
+    result = run_harness("iostack/vol1", tmp_path / "data", 0, conf_dir)
+    assert result.returncode != 0
+    assert "is readable by others (mode 644)" in result.stdout
+    assert "must be 0600" in result.stdout

@@ -9,6 +9,8 @@ from iostack.block_bridge.catalog import (
     block_filters,
     block_validators,
     filter_spec,
+    redact_spec,
+    redact_text,
     spec_from_pipeline,
 )
 from iostack.block_bridge.groups import GroupError, StorageGroup, attach_spec
@@ -121,3 +123,15 @@ def test_bad_storage_groups_are_rejected(data, message):
     with pytest.raises(GroupError) as err:
         StorageGroup.from_json(data)
     assert message in str(err.value)
+
+
+@pytest.mark.parametrize(("spec", "shown"), [
+    (f"iops(read=3)>aes_xts(key={KEY},sector=4096)>xor(key=0x5a)",
+     "iops(read=3)>aes_xts(key=***,sector=4096)>xor(key=0x5a)"),
+    (f"aes_xts(key {KEY}, sector 512)", "aes_xts(key=***, sector 512)"),
+    (f"AES_XTS( key={KEY} )", "AES_XTS(key=***)"),
+    ("xor(key=0x5a)>bitrev", "xor(key=0x5a)>bitrev"), ("", ""),
+])
+def test_secret_arguments_are_masked_in_what_the_bridge_shows(spec, shown):
+    assert redact_spec(spec) == shown
+    assert KEY not in redact_text(f"filter rejected arguments '{spec}'", spec)

@@ -63,3 +63,20 @@ def test_filters_as_list_or_spec(filters, spec):
 def test_malformed_filter_lists(filters):
     with pytest.raises(VolumeError):
         spec_from_filters(filters)
+
+
+def test_a_listed_device_link_allows_the_device_it_names_and_nothing_beside_it(tmp_path,
+                                                                                filter_dir):
+    disks = tmp_path / "disks"
+    disks.mkdir()
+    for name in ("sdb", "sdc"):
+        (disks / name).write_bytes(bytes(4096))
+    by_id = tmp_path / "by-id"
+    by_id.mkdir()
+    (by_id / "wwn-0x5000").symlink_to(disks / "sdb")
+    manager = VolumeManager(tmp_path / "state", exporter=None, filter_dir=filter_dir,
+                            iqn_prefix="iqn.2026-11.org.iostack",
+                            allowed_devices=[str(by_id / "wwn-0x5000")])
+    assert manager._resolve_device(str(by_id / "wwn-0x5000"), None) == disks / "sdb"
+    with pytest.raises(VolumeError, match="outside the allowed"):
+        manager._resolve_device(str(disks / "sdc"), None)

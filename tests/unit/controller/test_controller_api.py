@@ -209,6 +209,29 @@ def test_explain_a_volume(client, admin):
     assert [(e["filter"], e["params"]) for e in result["pipeline"]] == [("xor", {"key": 7})]
 
 
+def test_a_volume_stack_for_the_bridge_keeps_secrets_explain_masks_them(client, admin):
+    """Security regression (issue 17): the bridge built volumes from explain, which
+    masks secret parameters, so an AES_XTS policy reached it as key=***. The
+    bridge's own route gives them in clear, to administrators only."""
+    from iostack.block_bridge.catalog import block_filters
+
+    aes = next(m for m in block_filters() if m.name == "aes_xts")
+    client.put("/v1/filters/aes_xts", headers=admin, json=aes.to_json())
+    key = bytes(range(32)).hex()
+    added = client.post("/v1/policies", headers=admin,
+                        json={"text": f"FOR VOLUME v1 DO SET AES_XTS WITH key=\"{key}\""})
+    assert added.status_code == 201, added.json
+    explained = client.post("/v1/explain", headers=admin, json={"volume": "v1"}).json
+    assert explained["pipeline"][0]["params"]["key"] == "***"
+    stack = client.get("/v1/volumes/v1/stack", headers=admin)
+    assert stack.headers["Cache-Control"] == "no-store"
+    assert [(e["filter"], e["params"]) for e in stack.json["pipeline"]] == [
+        ("aes_xts", {"key": key, "sector": 512})]
+    assert client.get("/v1/volumes/v1/stack").status_code == 401
+    wrong = client.get("/v1/volumes/v1/stack", headers={"X-Auth-Token": "t" * 40})
+    assert wrong.status_code == 401
+
+
 def test_metrics_routes_without_a_metric_loop_and_with_one(client, admin):
     from iostack.monitoring.aggregator import Aggregator
 

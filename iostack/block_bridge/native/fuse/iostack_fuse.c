@@ -1,8 +1,13 @@
 /*
  * iostack-fuse: one file whose reads and writes go through a filter stack.
  *
- *   iostack-fuse MOUNTPOINT --backing=FILE --filter-dir=DIR [--spec=SPEC]
- *                [--name=lun0] [-f] [fuse options]
+ *   iostack-fuse MOUNTPOINT --backing=FILE --filter-dir=DIR
+ *                [--spec-file=PATH | --spec=SPEC] [--name=lun0] [-f] [fuse options]
+ *
+ * --spec-file reads the stack spec from a file (``/dev/stdin`` included):
+ * filter arguments such as an aes_xts key must not be in argv, which any
+ * local user reads in /proc/<pid>/cmdline. --spec is for specs without
+ * secrets, typed by hand.
  *
  * MOUNTPOINT/<name> has the backing file's size (rounded down to the
  * stack's alignment). It is the userspace stand-in for TCMU: tgt exports
@@ -27,6 +32,7 @@ struct options {
     const char *backing;
     const char *filter_dir;
     const char *spec;
+    const char *spec_file;
     const char *name;
 };
 
@@ -40,6 +46,7 @@ static const struct fuse_opt option_spec[] = {
     OPT("--backing=%s", backing),
     OPT("--filter-dir=%s", filter_dir),
     OPT("--spec=%s", spec),
+    OPT("--spec-file=%s", spec_file),
     OPT("--name=%s", name),
     FUSE_OPT_END,
 };
@@ -130,6 +137,33 @@ static const struct fuse_operations ops = {
     .truncate = fs_truncate,
 };
 
+/* The whole file (at most SPEC_MAX - 1 bytes), without its trailing newline. */
+#define SPEC_MAX 65536
+static char *read_spec_file(const char *path)
+{
+    static char spec_buf[SPEC_MAX];
+    size_t len = 0;
+    ssize_t n;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+    if (fd < 0) {
+        perror(path);
+        return NULL;
+    }
+    while ((n = read(fd, spec_buf + len, SPEC_MAX - 1 - len)) > 0)
+        len += (size_t)n;
+    close(fd);
+    if (n < 0 || len == SPEC_MAX - 1) {
+        fprintf(stderr, "iostack-fuse: %s: %s\n", path,
+                n < 0 ? strerror(errno) : "spec too long");
+        return NULL;
+    }
+    while (len && (spec_buf[len - 1] == '\n' || spec_buf[len - 1] == '\r'))
+        len--;
+    spec_buf[len] = '\0';
+    return spec_buf;
+}
+
 int main(int argc, char **argv)
 {
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -139,13 +173,20 @@ int main(int argc, char **argv)
 
     if (fuse_opt_parse(&args, &opts, option_spec, NULL) == -1)
         return 2;
+    if (opts.spec && opts.spec_file) {
+        fprintf(stderr, "iostack-fuse: give --spec or --spec-file, not both\n");
+        return 2;
+    }
+    if (opts.spec_file && !(opts.spec = read_spec_file(opts.spec_file)))
+        return 1;
     if (!opts.spec)
         opts.spec = "";
     if (!opts.name)
         opts.name = "lun0";
     if (!opts.backing || !opts.filter_dir || strchr(opts.name, '/')) {
-        fprintf(stderr, "usage: %s MOUNTPOINT --backing=FILE --filter-dir=DIR [--spec=SPEC] "
-                        "[--name=NAME] [fuse options]\n", argv[0]);
+        fprintf(stderr, "usage: %s MOUNTPOINT --backing=FILE --filter-dir=DIR "
+                        "[--spec-file=PATH | --spec=SPEC] [--name=NAME] [fuse options]\n",
+                argv[0]);
         return 2;
     }
     snprintf(path_of_file, sizeof path_of_file, "/%s", opts.name);

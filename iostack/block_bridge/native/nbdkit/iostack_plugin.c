@@ -4,6 +4,10 @@
  *   nbdkit ./nbdkit-iostack-plugin.so file=VOLUME.img spec='xor(key=0x5a)>bitrev' \
  *          filter-dir=DIR
  *
+ * spec= is read like an nbdkit password: spec=+FILE reads it from a file
+ * (spec=+/dev/stdin from standard input), so filter arguments such as an
+ * aes_xts key stay out of argv (/proc/<pid>/cmdline is world-readable).
+ *
  * One stack per nbdkit process, shared by all connections (caches and
  * limits are per volume, not per connection). The export size is the
  * file's size, rounded down to the stack's alignment.
@@ -23,7 +27,7 @@
 #define THREAD_MODEL NBDKIT_THREAD_MODEL_PARALLEL
 
 static char *file;
-static const char *spec = "";
+static char *spec;
 static const char *filter_dir;
 static int fd = -1;
 static iostack_stack *stack;
@@ -37,8 +41,8 @@ static int iostack_config(const char *key, const char *value)
         return file ? 0 : -1;
     }
     if (strcmp(key, "spec") == 0) {
-        spec = value;
-        return 0;
+        free(spec);
+        return nbdkit_read_password(value, &spec);
     }
     if (strcmp(key, "filter-dir") == 0) {
         filter_dir = value;
@@ -68,7 +72,7 @@ static int iostack_get_ready(void)
         nbdkit_error("%s: %m", file);
         return -1;
     }
-    stack = iostack_open(spec, filter_dir, fd, err, sizeof err);
+    stack = iostack_open(spec ? spec : "", filter_dir, fd, err, sizeof err);
     if (!stack) {
         nbdkit_error("%s", err);
         return -1;
@@ -85,6 +89,7 @@ static void iostack_unload(void)
     if (fd >= 0)
         close(fd);
     free(file);
+    free(spec);
 }
 
 static void *iostack_plugin_open(int readonly)

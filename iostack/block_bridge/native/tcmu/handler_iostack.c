@@ -11,6 +11,9 @@
  *   spec=xor(key=0x5a)>bitrev
  *   filter_dir=/usr/lib/iostack/block-filters
  *
+ * The spec may hold keys (aes_xts), so a volume file that group or others
+ * may read is refused.
+ *
  * Callouts run synchronously on tcmu-runner's I/O threads (nr_threads);
  * the stack does its own locking.
  */
@@ -67,6 +70,7 @@ static int read_conf(const char *id, struct volume_conf *conf, char **reason)
 {
     const char *dir = getenv("IOSTACK_TCMU_CONFIG_DIR");
     char path[4096], line[8192];
+    struct stat st;
     FILE *f;
 
     memset(conf, 0, sizeof *conf);
@@ -74,6 +78,13 @@ static int read_conf(const char *id, struct volume_conf *conf, char **reason)
     f = fopen(path, "re");
     if (!f) {
         asprintf(reason, "volume file %s: %s", path, strerror(errno));
+        return -1;
+    }
+    /* The spec may hold a key (aes_xts): a file others can read is refused. */
+    if (fstat(fileno(f), &st) || (st.st_mode & 077)) {
+        asprintf(reason, "volume file %s is readable by others (mode %03o); it holds filter "
+                 "keys and must be 0600", path, (unsigned)(st.st_mode & 0777));
+        fclose(f);
         return -1;
     }
     while (fgets(line, sizeof line, f)) {
@@ -164,7 +175,8 @@ static int iostack_open_dev(struct tcmu_device *dev, bool reopen)
     tcmu_dev_set_num_lbas(dev, (uint64_t)st.st_size / block_size);
     tcmu_dev_set_write_cache_enabled(dev, 1);
     tcmur_dev_set_private(dev, vol);
-    tcmu_dev_dbg(dev, "iostack volume %s: %s over %s\n", id, conf.spec, conf.backing);
+    tcmu_dev_dbg(dev, "iostack volume %s: %d filters over %s\n", id, iostack_depth(vol->stack),
+                 conf.backing); /* not the spec: it may hold a key */
     return 0;
 }
 

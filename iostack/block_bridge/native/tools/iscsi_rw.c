@@ -2,12 +2,14 @@
  * iscsi-rw: block I/O on an iSCSI LUN from userspace (libiscsi), for
  * checking filtered volumes end to end where no kernel initiator exists.
  *
- *   iscsi-rw read  iscsi://HOST:PORT/IQN/LUN OFFSET LENGTH > data
- *   iscsi-rw write iscsi://HOST:PORT/IQN/LUN OFFSET        < data
- *   iscsi-rw size  iscsi://HOST:PORT/IQN/LUN
+ *   iscsi-rw [-i INITIATOR-IQN] read  iscsi://HOST:PORT/IQN/LUN OFFSET LENGTH > data
+ *   iscsi-rw [-i INITIATOR-IQN] write iscsi://HOST:PORT/IQN/LUN OFFSET        < data
+ *   iscsi-rw [-i INITIATOR-IQN] size  iscsi://HOST:PORT/IQN/LUN
  *
  * OFFSET and LENGTH must be multiples of the LUN's block size. Writes end
- * with SYNCHRONIZE CACHE.
+ * with SYNCHRONIZE CACHE. CHAP credentials come from libiscsi's
+ * LIBISCSI_CHAP_USERNAME / LIBISCSI_CHAP_PASSWORD (not argv); the initiator
+ * name defaults to iqn.2026-11.org.iostack:iscsi-rw.
  */
 #include <iscsi/iscsi.h>
 #include <iscsi/scsi-lowlevel.h>
@@ -33,11 +35,11 @@ static int ok(struct scsi_task *task)
     return task && task->status == SCSI_STATUS_GOOD;
 }
 
-static void connect_url(const char *url_text)
+static void connect_url(const char *initiator, const char *url_text)
 {
     struct iscsi_url *url;
 
-    iscsi = iscsi_create_context("iqn.2026-11.org.iostack:iscsi-rw");
+    iscsi = iscsi_create_context(initiator);
     if (!iscsi)
         die("context");
     url = iscsi_parse_full_url(iscsi, url_text);
@@ -109,15 +111,22 @@ static void do_write(uint64_t off, uint32_t block)
 
 int main(int argc, char **argv)
 {
+    const char *initiator = "iqn.2026-11.org.iostack:iscsi-rw";
     uint32_t block;
     uint64_t blocks, off;
 
+    if (argc > 2 && strcmp(argv[1], "-i") == 0) {
+        initiator = argv[2];
+        argc -= 2;
+        argv += 2;
+    }
     if (argc < 3 || (strcmp(argv[1], "size") && argc < 4) ||
         (strcmp(argv[1], "read") == 0 && argc < 5)) {
-        fprintf(stderr, "usage: iscsi-rw read URL OFFSET LENGTH | write URL OFFSET | size URL\n");
+        fprintf(stderr, "usage: iscsi-rw [-i INITIATOR] read URL OFFSET LENGTH | "
+                        "write URL OFFSET | size URL\n");
         return 2;
     }
-    connect_url(argv[2]);
+    connect_url(initiator, argv[2]);
     capacity(&block, &blocks);
     if (strcmp(argv[1], "size") == 0) {
         printf("%llu %u\n", (unsigned long long)(blocks * block), block);
