@@ -164,3 +164,20 @@ def test_paper_positional_params_and_a_quoted_digit_regex_over_http(api):
                                     "FOR TENANT t2 DO SET BANDWIDTH WITH PARAM7=1MBps")
     assert [(d["line"], d["column"]) for d in param.diagnostics] == [(2, 37)]
     assert "PARAM7: bandwidth declares 6 parameters" in param.diagnostics[0]["message"]
+
+
+def test_explain_shows_where_writes_land_and_warns_on_weaker_segments(api):
+    api.add_policies("FOR CONTAINER t1/media DO SET encryption")
+    part = api.explain("PUT", "/v1/AUTH_t1/media+segments/film.mkv/UPLOAD1/2", 5 << 20)
+    assert part["request"]["policy_paths"] == [["media", "film.mkv"],
+                                               ["media+segments", "film.mkv/UPLOAD1/2"]]
+    assert [e["filter"] for e in part["pipeline"]] == ["encryption"]
+    version = api.explain("PUT", "/v1/AUTH_t1/%00versions%00media/%00film.mkv%001.5", 10)
+    assert [e["filter"] for e in version["pipeline"]] == ["encryption"]
+    dlo = api.explain("PUT", "/v1/AUTH_t1/media/film.mkv", 0,
+                      {"X-Object-Manifest": "plain-segments/film/"})
+    (warning,) = dlo["warnings"]
+    assert "'plain-segments'" in warning and "encryption" in warning
+    same = api.explain("PUT", "/v1/AUTH_t1/media/film.mkv", 0,
+                       {"X-Object-Manifest": "media/film-segments/"})
+    assert same["warnings"] == []

@@ -226,3 +226,34 @@ def test_anonymous_requests_do_not_drain_a_tenants_ops_bucket(aio, swift_for, po
         except ClientException as exc:
             statuses.append(exc.http_status)
     assert 429 in statuses
+
+
+def test_the_same_paths_under_compression(aio, t1, s3, policies, stored):
+    """Under ``SET COMPRESSION`` each path stores compressed bytes that read back whole."""
+    name = f"cmp-{uuid.uuid4().hex[:8]}"
+    archive = f"{name}-arch"
+    t1.put_container(name)
+    t1.put_container(archive)
+    policies.add(f"FOR CONTAINER AUTH_t1/{name} DO SET COMPRESSION")
+    t1.post_container(name, {"X-Versions-Location": archive})
+    text = b"".join(b"2026-11-25 GET /v1/AUTH_t1/c/o 200 %06d\n" % i for i in range(150_000))
+    s3.upload_fileobj(io.BytesIO(text), name, "mp", Config=TransferConfig(
+        multipart_threshold=5 * MIB, multipart_chunksize=5 * MIB))
+    t1.put_object(name, "dlo", text[:200_000], headers={"X-Object-Manifest": f"{name}/none/"})
+    t1.put_object(archive, "src", text[:300_000])
+    t1.copy_object(archive, "src", destination=f"/{name}/copied")
+    t1.put_object(name, "versioned", text[:100_000])
+    t1.put_object(name, "versioned", text[:50_000])
+    assert s3.get_object(Bucket=name, Key="mp")["Body"].read() == text
+    assert t1.get_object(name, "dlo", query_string="multipart-manifest=get")[1] == text[:200_000]
+    assert t1.get_object(name, "copied")[1] == text[:300_000]
+    (old,) = [o["name"] for o in t1.get_container(archive)[1] if o["name"] != "src"]
+    assert t1.get_object(archive, old)[1] == text[:100_000]
+    segments = [o["name"] for o in t1.get_container(f"{name}+segments")[1]
+                if o["name"].count("/") == 2]
+    written = [(f"{name}+segments", s) for s in segments] + \
+        [(name, "dlo"), (name, "copied"), (archive, old)]
+    for container, obj in written:
+        headers, raw = stored("AUTH_t1", container, obj)
+        assert "compression" in headers.get(PIPELINE, ""), f"{container}/{obj} not compressed"
+        assert len(raw) < int(headers["x-object-sysmeta-iostack-size"]) / 2, (container, obj)
