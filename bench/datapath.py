@@ -46,7 +46,7 @@ from common import (
 from swift.common import direct_client, utils
 from swift.common.ring import Ring
 
-from iostack.aio.inprocess import count_lookups
+from iostack.aio.inprocess import lookups_in_subprocess
 from iostack.aio.processes import ProcessManager
 
 CONFIGS = {
@@ -148,8 +148,8 @@ def main() -> None:
             print()
             print("Policy lookups per request, through the proxy pipeline "
                   "(in-process; container under SET ENCRYPTION)")
-            counts = count_lookups(info, policy=lambda c: policies.add(
-                f"FOR CONTAINER {account}/{c} DO SET ENCRYPTION"))
+            counts = lookups_in_subprocess(Path(info["state_dir"]) / "aio.json",
+                                           "SET ENCRYPTION")
             print_table(("request", "lookups"), list(counts.items()))
         finally:
             policies.remove_all()

@@ -1,15 +1,25 @@
-"""The all-in-one's proxy pipeline loaded in this process, to count what one request costs.
+"""The all-in-one's proxy pipeline loaded in one process, to count what one request costs.
 
 Tests and benchmarks use it to measure how many policy lookups each kind of
 request makes on the real pipeline (real Swift middlewares, the stack's
 Redis and backend servers): ``count_lookups(info)`` sends a small set of
 requests through ``proxy-server.conf`` as a tenant and returns, per request
 kind, the number of ``PolicyReader.lookup`` calls it made.
+
+Loading the pipeline imports Storlets, which monkey-patches eventlet into
+the whole process: callers run it in a process of its own,
+
+    python -m iostack.aio.inprocess AIO_JSON ["SET ENCRYPTION"]
+
+which prints the counts as JSON (``lookups_in_subprocess`` does that).
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -19,6 +29,7 @@ from typing import Any
 from swift.common import constraints, storage_policy, utils
 from swift.common.swob import Request
 
+from iostack.controller.client import ControllerClient
 from iostack.controller.reader import PolicyReader
 
 
@@ -49,9 +60,19 @@ def counted_lookups() -> Iterator[list[Any]]:
         PolicyReader.lookup = original
 
 
+def lookups_in_subprocess(aio_json: Path, actions: str | None = None) -> dict[str, int]:
+    """``count_lookups`` in a process of its own (see the module docstring)."""
+    argv = [sys.executable, "-m", "iostack.aio.inprocess", str(aio_json)]
+    done = subprocess.run(argv + ([actions] if actions else []),  # noqa: S603 - fixed argv
+                          capture_output=True, text=True, timeout=300, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"counting lookups failed: {done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def count_lookups(info: dict[str, Any], tenant: str = "t1",
                   policy: Callable[[str], None] | None = None) -> dict[str, int]:
-    """Policy lookups per request kind, through the real pipeline.
+    """Policy lookups per request kind, through the real pipeline, in this process.
 
     ``policy(container)`` may add policies to the container used (for
     example ``SET ENCRYPTION``) before the requests are sent.
@@ -103,7 +124,25 @@ def _auth(app: Any, info: dict[str, Any], tenant: str) -> tuple[str, str]:
     return resp.headers["X-Auth-Token"], "/" + storage.split("/", 3)[3]
 
 
-def main() -> None:  # pragma: no cover - a manual helper
-    from iostack.aio.state import load_aio_info
+def main(argv: list[str]) -> int:
+    info = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    admin = ControllerClient(info["controller_url"], info["admin_token"])
+    added: list[str] = []
 
-    print(json.dumps(count_lookups(load_aio_info()), indent=2))
+    def policy(container: str) -> None:
+        account = info["tenants"]["t1"].get("account", "AUTH_t1")
+        added.extend(p["id"] for p in admin.add_policies(
+            f"FOR CONTAINER {account}/{container} DO {argv[1]}")["policies"])
+        time.sleep(0.3)  # the proxies' invalidation
+
+    try:
+        counts = count_lookups(info, policy=policy if len(argv) > 1 else None)
+    finally:
+        for pid in added:
+            admin.delete_policy(pid)
+    print(json.dumps(counts))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -11,6 +11,7 @@ restart.
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import shutil
 import subprocess
@@ -161,7 +162,11 @@ def test_writes_fail_closed_while_the_store_is_gone_or_empty(stack):
         assert status == 503, (status, message)
         time.sleep(0.2)
     assert status == 201
-    utils.set_swift_dir(info["swift_dir"])
-    ring = Ring(info["swift_dir"], ring_name="object")
-    for name in ("before", "after-restart", "after-flush"):
-        assert _stored_encrypted(ring, container, name, body), name
+    previous = os.path.dirname(utils.SWIFT_CONF_FILE)
+    utils.set_swift_dir(info["swift_dir"])  # this stack's hash prefix, for its ring
+    try:
+        ring = Ring(info["swift_dir"], ring_name="object")
+        for name in ("before", "after-restart", "after-flush"):
+            assert _stored_encrypted(ring, container, name, body), name
+    finally:
+        utils.set_swift_dir(previous)
