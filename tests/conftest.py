@@ -11,7 +11,8 @@ servers; ``shared_redis_url`` is that Redis for tests that need only Redis
 (each keeps its keys under a prefix of its own). It returns the stack's
 ``aio.json`` as a dict; ``swift_for(tenant)`` connects to it as a tenant;
 ``policies`` adds policies through its controller and removes them after the test;
-``stored`` and ``overwrite_stored`` read and replace bytes as the object servers hold them.
+``stored`` and ``overwrite_stored`` read and replace bytes as the object servers hold them;
+``no_chmod`` checks that files are private from their creation.
 ``private_stack`` starts a second stack for one test module (with the module's
 ``PRIVATE_STACK_ARGS``; ``--redis-url``/``--amqp-url`` there replace the
 shared ones, an empty one gives the stack a private server of its own) and
@@ -44,6 +45,31 @@ from iostack.controller.client import ControllerClient
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 TEST_STATE_DIR = Path(os.environ.get("IOSTACK_TEST_STATE_DIR", CHECKOUT / ".iostack-test"))
+
+
+@pytest.fixture
+def no_chmod(monkeypatch) -> Iterator[None]:
+    """Modes stay as created: the umask is 0 and a chmod fails the test, so a private mode
+    seen afterwards was there from the moment the file or directory existed.
+
+    A chmod of a file in a directory only its owner can enter is let through: no one
+    else could have opened the file before it (e.g. storlet_runtime's support files in
+    the 0700 Swift config dir)."""
+    real_chmod = os.chmod
+
+    def chmod(path, mode, *args, **kwargs) -> None:
+        if os.stat(Path(path).parent).st_mode & 0o077:
+            raise AssertionError(f"chmod after creation in a shared directory: {path}")
+        real_chmod(path, mode, *args, **kwargs)
+
+    def fchmod(*args: object) -> None:
+        raise AssertionError(f"fchmod after creation: {args}")
+
+    monkeypatch.setattr(os, "chmod", chmod)
+    monkeypatch.setattr(os, "fchmod", fchmod)
+    old = os.umask(0)
+    yield
+    os.umask(old)
 
 
 @pytest.fixture(scope="session")
