@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from iostack.aio.state import write_private_json
+from iostack.aio.state import private_dir, write_private_json
 
 CONFIG_FILE = "etc/aio-config.json"
 NOT_SAVED = frozenset({"allow_unauthenticated_services"})
@@ -118,6 +118,7 @@ class AioConfig:
     def save(self) -> None:
         path = self.state_dir / CONFIG_FILE
         data = {k: v for k, v in asdict(self).items() if k != "state_dir" and k not in NOT_SAVED}
+        private_dir(path.parent)  # etc/: configs and secrets (the first write of a start)
         write_private_json(path, data)
 
     def ports(self) -> frozenset[int]:

@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from iostack.aio.state import private_dir
+
 
 def _stat_fields(pid: int | str) -> list[str] | None:
     """Fields of /proc/PID/stat after the command name, or None for no live process.
@@ -80,10 +82,12 @@ class ProcessManager:
         running = self.find(name)
         if running:
             return running
-        self.run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self.log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_dir(self.run_dir)
+        private_dir(self.log_dir)
         # Logs may quote requests and credentials: owner-only from their creation.
         fd = os.open(self.log_file(name), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        if os.fstat(fd).st_mode & 0o077:  # written by an earlier version
+            os.fchmod(fd, 0o600)
         with open(fd, "ab") as log:
             log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting {name}\n".encode())
             log.flush()
@@ -102,7 +106,7 @@ class ProcessManager:
 
     def adopt(self, name: str, pid: int) -> ManagedProcess:
         """Record a process that daemonised itself (its pid read from its own pid file)."""
-        self.run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_dir(self.run_dir)
         self.pid_file(name).write_text(f"{pid} {_start_time(pid)}\n", encoding="ascii")
         return ManagedProcess(name, pid)
 

@@ -44,7 +44,7 @@ from urllib.parse import quote, urlsplit
 
 from iostack.aio.processes import ProcessManager
 from iostack.aio.secrets import generated_secret
-from iostack.aio.state import write_private_json, write_private_text
+from iostack.aio.state import private_dir, write_private_json, write_private_text
 
 SERVICES_FILE = "etc/services.json"
 RABBITMQ_ENV_FILE = "rabbitmq/env.json"
@@ -313,7 +313,7 @@ class Services:
         port = free_port(self._previous_port("redis"), avoid=self.reserved)
         password = generated_secret(self.state_dir, "redis_password")
         data_dir = self.state_dir / "redis"
-        data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_dir(data_dir)
         conf = self.state_dir / "etc" / "redis.conf"
         write_private_text(conf, "\n".join([
             "bind 127.0.0.1", f"port {port}", "protected-mode yes", "daemonize no",
@@ -345,7 +345,7 @@ class Services:
         self._require(RABBITMQ_SERVER)
         epmd = self._require("epmd")
         base = self.state_dir / "rabbitmq"
-        base.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_dir(base)
         port = free_port(self._previous_port("rabbitmq"), avoid=self.reserved)
         epmd_port = free_port(avoid=self.reserved | {port})
         dist_port = free_port(avoid=self.reserved | {port, epmd_port})

@@ -77,7 +77,9 @@ class AllInOne:
 
     # -- start -----------------------------------------------------------------
     def start(self) -> dict[str, Any]:
-        self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # Not 0700: the sandbox user must reach the storlet directories under it
+        # (bwrap binds with that user's rights). What is private has a 0700 parent.
+        self.state_dir.mkdir(parents=True, exist_ok=True)
         self.config.save()
         secrets = aio_secrets.load_or_create(self.state_dir)
         already = set(self.processes.names())

@@ -49,11 +49,22 @@ def load_aio_info(state_dir: str | os.PathLike[str] | None = None) -> dict[str, 
         raise AioNotRunning(f"no all-in-one found ({path} is missing): run 'make run'") from None
 
 
+def private_dir(path: Path) -> Path:
+    """``path`` as a directory only its owner can enter: created 0700, or tightened
+    once if an earlier version left it looser."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if path.stat().st_mode & 0o077:
+        path.chmod(0o700)
+    return path
+
+
 def write_private_text(path: Path, text: str) -> None:
     """Write a file readable by the owner only, atomically.
 
     The file is created 0600 (never readable by others, not even between
-    writing and a chmod) in a directory created 0700.
+    writing and a chmod); a missing directory is created 0700. An existing
+    one is left as it is: it may be the state dir, which the sandbox user
+    must traverse.
     """
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")

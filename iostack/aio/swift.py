@@ -26,7 +26,7 @@ from pathlib import Path
 
 from iostack.aio.config import AioConfig
 from iostack.aio.secrets import TENANTS
-from iostack.aio.state import write_private_text
+from iostack.aio.state import private_dir, write_private_text
 from iostack.filters.keys import create_key_file
 from iostack.storlet_runtime import swift_conf as storlet_conf
 
@@ -112,8 +112,8 @@ class SwiftLayout:
 
     def prepare(self) -> None:
         """Write configs, create devices and (re)build rings when their inputs changed."""
-        self.swift_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self.cache_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_dir(self.swift_dir)
+        private_dir(self.cache_dir)
         for name in self.device_names:
             (self.devices_dir / name).mkdir(parents=True, exist_ok=True)
         if not self.key_file.exists():

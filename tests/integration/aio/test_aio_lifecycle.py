@@ -61,6 +61,12 @@ def test_private_services_start_stop_and_restart(tmp_path):
 
         assert info == json.loads((state_dir / "aio.json").read_text())
         assert oct((state_dir / "aio.json").stat().st_mode & 0o777) == "0o600"
+        # Private parts in 0700 directories; the state dir itself stays traversable,
+        # because the sandbox user reaches the storlet directories through it.
+        modes = {name: oct((state_dir / name).stat().st_mode & 0o777)
+                 for name in ("etc", "etc/swift", "log", "run", "redis", "rabbitmq")}
+        assert modes == dict.fromkeys(modes, "0o700")
+        assert state_dir.stat().st_mode & 0o001
         for key in ("auth_url", "s3_url", "redis_url", "amqp_url", "state_dir", "tenants",
                     "controller_url", "admin_token"):
             assert info[key], key

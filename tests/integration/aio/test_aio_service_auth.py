@@ -71,7 +71,7 @@ def services(tmp_path: Path) -> Services:
     return Services(state, ProcessManager(state), timeout=30)
 
 
-def test_defaults_name_no_shared_server_and_forget_the_old_defaults(tmp_path):
+def test_defaults_name_no_shared_server_and_forget_the_old_defaults(tmp_path, monkeypatch):
     config = AioConfig.load(tmp_path)
     assert (config.redis_url, config.amqp_url, config.memcache_url) == ("", "", "")
     # A state dir from before saved the old defaults (the machine's servers) as settings.
@@ -87,6 +87,9 @@ def test_defaults_name_no_shared_server_and_forget_the_old_defaults(tmp_path):
     AioConfig.load(tmp_path, {"allow_unauthenticated_services": True}).save()
     assert "allow_unauthenticated_services" not in json.loads(saved.read_text())
     assert stat_mode(saved) == 0o600
+    assert not AioConfig.load(tmp_path).allow_unauthenticated_services
+    monkeypatch.setenv("IOSTACK_ALLOW_UNAUTHENTICATED_SERVICES", "1")
+    assert AioConfig.load(tmp_path).allow_unauthenticated_services
 
 
 def test_redis_without_password_is_refused_unless_allowed(tmp_path, redis_server):
@@ -164,15 +167,31 @@ def test_rabbitmq_guest_and_passwordless_urls_are_refused(tmp_path, open_broker)
     assert (info.private, info.unauthenticated) == (False, "")
 
 
-def test_aio_start_refuses_an_unauthenticated_redis_and_leaves_nothing_running(
+def test_aio_start_refuses_an_unauthenticated_redis_unless_told_and_then_warns(
         tmp_path, redis_server, shared_services):
     url = redis_server()
     state_dir = tmp_path / "aio"
     args = shared_services.stack_args(f"refused-{uuid.uuid4().hex[:8]}")
     args[args.index("--redis-url") + 1] = url
-    result = aio_command("start", state_dir, *args, *free_port_args())
+    args += free_port_args()
+    result = aio_command("start", state_dir, *args)
     assert result.returncode == 1
     assert f"refusing redis at {url}: the URL has no password" in result.stderr
     manager = ProcessManager(state_dir)
     assert [name for name in manager.names() if manager.find(name)] == []
     assert not (state_dir / "aio.json").exists()
+
+    allowed = aio_command("start", state_dir, "--json", "--allow-unauthenticated-services",
+                          *args)
+    try:
+        assert allowed.returncode == 0, allowed.stderr
+        warning = f"WARNING: redis at {url} is unauthenticated (the URL has no password)"
+        assert warning in allowed.stderr and "!" * 78 in allowed.stderr
+        info = json.loads(allowed.stdout)
+        assert info["redis_url"] == url and len(info["warnings"]) == 1
+        assert warning in aio_command("status", state_dir).stdout
+        # The permission was for that start: starting again without it is refused.
+        again = aio_command("start", state_dir)
+        assert again.returncode == 1 and "refusing redis" in again.stderr
+    finally:
+        assert aio_command("stop", state_dir, "--purge").returncode == 0

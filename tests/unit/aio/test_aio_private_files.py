@@ -55,3 +55,23 @@ def test_process_logs_are_created_private(tmp_path, no_chmod):
     assert mode(log) == 0o600
     assert mode(log.parent) == 0o700
     assert mode(manager.run_dir) == 0o700
+
+
+def test_a_state_dir_from_an_earlier_version_is_tightened_but_stays_traversable(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir(mode=0o755)
+    state.chmod(0o755)
+    for directory in ("etc", "log", "run"):
+        (state / directory).mkdir(parents=True, mode=0o755)
+        (state / directory).chmod(0o755)
+    old_log = state / "log" / "hello.log"
+    old_log.write_text("an old request line\n")
+    old_log.chmod(0o644)
+    AioConfig.load(state).save()
+    manager = ProcessManager(state)
+    manager.start("hello", [sys.executable, "-c", "print('a new request line')"])
+    assert {d: mode(state / d) for d in ("etc", "log", "run")} == {
+        "etc": 0o700, "log": 0o700, "run": 0o700}
+    assert mode(old_log) == 0o600
+    write_private_json(state / "aio.json", {})
+    assert mode(state) == 0o755  # the sandbox user reaches state/storlets through it
