@@ -4,12 +4,19 @@
 ``make run`` started (``.iostack/`` or ``$IOSTACK_STATE_DIR``) if it answers,
 otherwise a private stack started for this test session under
 ``$IOSTACK_TEST_STATE_DIR`` (default ``.iostack-test/<pid>`` in the checkout)
-on free ports, and stopped when the session ends. It returns the stack's
+on free ports, and stopped when the session ends. Private stacks share one
+private Redis and one private RabbitMQ per test session (``shared_services``:
+each stack its own vhost and key namespace), never the machine's own
+servers; ``shared_redis_url`` is that Redis for tests that need only Redis
+(each keeps its keys under a prefix of its own). It returns the stack's
 ``aio.json`` as a dict; ``swift_for(tenant)`` connects to it as a tenant;
 ``policies`` adds policies through its controller and removes them after the test;
-``stored`` and ``overwrite_stored`` read and replace bytes as the object servers hold them.
+``stored`` and ``overwrite_stored`` read and replace bytes as the object servers hold them;
+``no_chmod`` checks that files are private from their creation.
 ``private_stack`` starts a second stack for one test module (with the module's
-``PRIVATE_STACK_ARGS``) and ``private_admin`` is its controller.
+``PRIVATE_STACK_ARGS``; ``--redis-url``/``--amqp-url`` there replace the
+shared ones, an empty one gives the stack a private server of its own) and
+``private_admin`` is its controller.
 """
 
 from __future__ import annotations
@@ -27,30 +34,79 @@ import swiftclient
 from swift.common import direct_client, utils
 from swift.common.ring import Ring
 
-from iostack.aio.session import StackStartError, aio_command, free_port_args, running_stack
+from iostack.aio.session import (
+    SharedServices,
+    StackStartError,
+    aio_command,
+    free_port_args,
+    running_stack,
+)
 from iostack.controller.client import ControllerClient
 
 CHECKOUT = Path(__file__).resolve().parents[1]
+TEST_STATE_DIR = Path(os.environ.get("IOSTACK_TEST_STATE_DIR", CHECKOUT / ".iostack-test"))
+
+
+@pytest.fixture
+def no_chmod(monkeypatch) -> Iterator[None]:
+    """Modes stay as created: the umask is 0 and a chmod fails the test, so a private mode
+    seen afterwards was there from the moment the file or directory existed.
+
+    A chmod of a file in a directory only its owner can enter is let through: no one
+    else could have opened the file before it (e.g. storlet_runtime's support files in
+    the 0700 Swift config dir)."""
+    real_chmod = os.chmod
+
+    def chmod(path, mode, *args, **kwargs) -> None:
+        if os.stat(Path(path).parent).st_mode & 0o077:
+            raise AssertionError(f"chmod after creation in a shared directory: {path}")
+        real_chmod(path, mode, *args, **kwargs)
+
+    def fchmod(*args: object) -> None:
+        raise AssertionError(f"fchmod after creation: {args}")
+
+    monkeypatch.setattr(os, "chmod", chmod)
+    monkeypatch.setattr(os, "fchmod", fchmod)
+    old = os.umask(0)
+    yield
+    os.umask(old)
 
 
 @pytest.fixture(scope="session")
-def aio() -> Any:
-    state_dir = Path(os.environ.get("IOSTACK_TEST_STATE_DIR", CHECKOUT / ".iostack-test"))
+def shared_services() -> Iterator[SharedServices]:
+    """This session's private Redis and RabbitMQ, started on first use, stopped at the end."""
+    services = SharedServices(TEST_STATE_DIR / f"services-{os.getpid()}")
+    yield services
+    services.stop()
+
+
+@pytest.fixture(scope="session")
+def shared_redis_url(shared_services) -> str:
+    """The session's private Redis (password-protected), for tests that need only Redis."""
+    return shared_services.services.ensure("redis", "").url
+
+
+@pytest.fixture(scope="session")
+def aio(shared_services) -> Any:
     try:
-        with running_stack(state_dir) as info:
+        with running_stack(TEST_STATE_DIR, shared_services) as info:
             yield info
     except StackStartError as exc:
         pytest.fail(str(exc))
 
 
 @pytest.fixture(scope="module")
-def private_stack(request, tmp_path_factory) -> Iterator[dict[str, Any]]:
-    """A second all-in-one for one module: its own namespace and free ports, plus the
+def private_stack(request, tmp_path_factory, shared_services) -> Iterator[dict[str, Any]]:
+    """A second all-in-one for one module: its own namespace, vhost and free ports, plus the
     module's ``PRIVATE_STACK_ARGS`` (e.g. two proxies, a private broker); stopped after it."""
     state_dir = tmp_path_factory.mktemp("stack") / "aio"
-    args = getattr(request.module, "PRIVATE_STACK_ARGS", ())
-    started = aio_command("start", state_dir, "--json", "--namespace",
-                          f"test-{uuid.uuid4().hex[:8]}", *args, *free_port_args())
+    args = list(getattr(request.module, "PRIVATE_STACK_ARGS", ()))
+    services = shared_services.stack_args(f"test-{uuid.uuid4().hex[:8]}")
+    for option in ("--redis-url", "--amqp-url"):  # the module's own choice wins
+        if option in args:
+            at = services.index(option)
+            del services[at:at + 2]
+    started = aio_command("start", state_dir, "--json", *services, *args, *free_port_args())
     if started.returncode != 0:
         aio_command("stop", state_dir)
         pytest.fail(f"the private stack did not start: {started.stderr}")

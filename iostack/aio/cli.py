@@ -24,8 +24,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     start = verbs.add_parser("start", help="start the stack (keeps what already runs)")
     _state_dir_option(start)
     for name in AioConfig.settings():
+        flag = AioConfig.is_flag(name)
         start.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None,
-                           help=f"(env IOSTACK_{name.upper()})")
+                           action="store_true" if flag else "store",
+                           help=f"(env IOSTACK_{name.upper()}{'=1' if flag else ''})")
     start.add_argument("--json", action="store_true", help="print aio.json instead of a summary")
     start.set_defaults(func=_start)
 
@@ -57,6 +59,7 @@ def _start(args: argparse.Namespace) -> int:
     except (AioError, ValueError) as exc:
         print(f"iostack aio: {exc}", file=sys.stderr)
         return 1
+    _warn(info["warnings"])
     if args.json:
         print(json.dumps(info, indent=2, sort_keys=True))
     else:
@@ -92,6 +95,13 @@ def summary(info: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _warn(warnings: list[str]) -> None:
+    """Print warnings where they are seen: stderr, framed, also when stdout is --json."""
+    if warnings:
+        rule = "!" * 78
+        print("\n".join([rule, *warnings, rule]), file=sys.stderr)
+
+
 def _stop(args: argparse.Namespace) -> int:
     stopped = _stack(args).stop(purge=args.purge)
     print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
@@ -106,4 +116,6 @@ def _status(args: argparse.Namespace) -> int:
         state = f"up (pid {row.pid})" if row.running and row.pid else (
             "up" if row.running else "down")
         print(f"{row.name:<{width}}  {state:<16}  {row.detail}")
+    for warning in stack.warnings():
+        print(warning)
     return 0 if all(row.running for row in rows) else 3

@@ -6,8 +6,13 @@ Every setting has a default, can be set in the environment
 with are saved in ``<state dir>/etc/aio-config.json`` so that a later
 ``start`` (after a reboot, say) keeps the same ports and URLs.
 
-``redis_url`` and ``amqp_url`` name servers to *use if they answer*;
-otherwise the all-in-one starts private ones on free ports under the state dir.
+``redis_url``, ``amqp_url`` and ``memcache_url`` are empty by default: the
+all-in-one then starts private servers with generated credentials on free
+loopback ports under the state dir (see ``iostack.aio.services``). A URL the
+operator gives is used as given, and must carry credentials the server
+enforces unless ``--allow-unauthenticated-services`` is passed. That flag
+counts for one ``start`` only: it is never saved, so each start that uses an
+unauthenticated service has to ask for it again.
 ``namespace`` keeps stacks that share those servers apart: it prefixes every
 Redis key (``<namespace>:``) and names the RabbitMQ exchanges
 (``<namespace>.metrics`` ...), so a test stack never sees another stack's
@@ -23,7 +28,17 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from iostack.aio.state import private_dir, write_private_json
+
 CONFIG_FILE = "etc/aio-config.json"
+NOT_SAVED = frozenset({"allow_unauthenticated_services"})
+# Defaults of earlier versions, saved in aio-config.json by every start: they were never the
+# operator's choice, and they point at whatever answers on the well-known ports.
+FORMER_DEFAULTS = {
+    "memcache_url": "127.0.0.1:11211",
+    "redis_url": "redis://127.0.0.1:6379/0",
+    "amqp_url": "amqp://guest:guest@127.0.0.1:5672/%2F",
+}
 
 
 @dataclass
@@ -44,10 +59,10 @@ class AioConfig:
     # Devices (or directories) the block bridge may export besides <state dir>/block,
     # comma-separated; none by default, so no RPC caller can export the host's disks.
     block_devices: str = ""
-    memcache_url: str = "127.0.0.1:11211"
-    redis_url: str = "redis://127.0.0.1:6379/0"
-    # The stock local broker's loopback-only account; a private broker gets generated credentials.
-    amqp_url: str = "amqp://guest:guest@127.0.0.1:5672/%2F"
+    memcache_url: str = ""  # "": a private memcached
+    redis_url: str = ""  # "": a private Redis; else redis://:password@host:port/db
+    amqp_url: str = ""  # "": a private RabbitMQ; else amqp://user:password@host:port/vhost
+    allow_unauthenticated_services: bool = False  # use a URL anyone could use (never saved)
     namespace: str = "iostack"  # Redis key prefix and RabbitMQ exchange names of this stack
     metrics_interval: float = 1.0  # seconds per metric sample (proxies, object servers)
     actor_hold: float = 5.0  # seconds a TRANSIENT policy's condition stays false before revert
@@ -73,12 +88,19 @@ class AioConfig:
         return [f.name for f in fields(cls) if f.name != "state_dir"]
 
     @classmethod
+    def is_flag(cls, name: str) -> bool:
+        """Whether a setting is on/off (a command-line flag without a value)."""
+        return {f.name: f.type for f in fields(cls)}[name] == "bool"
+
+    @classmethod
     def load(cls, state_dir: Path, overrides: dict[str, Any] | None = None) -> AioConfig:
         """Defaults < saved config < environment < ``overrides`` (command line)."""
         values: dict[str, Any] = {}
         saved = Path(state_dir) / CONFIG_FILE
         if saved.is_file():
-            values.update(json.loads(saved.read_text(encoding="utf-8")))
+            values.update({name: value
+                           for name, value in json.loads(saved.read_text(encoding="utf-8")).items()
+                           if name not in NOT_SAVED and FORMER_DEFAULTS.get(name) != value})
         types = {f.name: f.type for f in fields(cls)}
         for name in cls.settings():
             env = os.environ.get(f"IOSTACK_{name.upper()}")
@@ -92,13 +114,15 @@ class AioConfig:
                 values[name] = int(value)
             elif types[name] == "float":
                 values[name] = float(value)
+            elif types[name] == "bool" and isinstance(value, str):
+                values[name] = value.strip().lower() in ("1", "true", "yes", "on")
         return cls(state_dir=state_dir, **values)
 
     def save(self) -> None:
         path = self.state_dir / CONFIG_FILE
-        path.parent.mkdir(parents=True, exist_ok=True)
-        data = {k: v for k, v in asdict(self).items() if k != "state_dir"}
-        path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        data = {k: v for k, v in asdict(self).items() if k != "state_dir" and k not in NOT_SAVED}
+        private_dir(path.parent)  # etc/: configs and secrets (the first write of a start)
+        write_private_json(path, data)
 
     def ports(self) -> frozenset[int]:
         """The ports configured for the stack's own servers."""

@@ -1,7 +1,8 @@
 """Start, find and stop the all-in-one's processes by pid file.
 
 Each process runs in a session of its own (so its workers form one process
-group) with stdout and stderr appended to ``log/<name>.log``. Its pid file,
+group) with stdout and stderr appended to ``log/<name>.log`` (created 0600 in
+a 0700 directory). Its pid file,
 ``run/<name>.pid``, holds the pid and the process start time read from
 ``/proc``: a stale pid file whose pid was reused by another program is never
 mistaken for ours, and nothing is ever stopped by name.
@@ -16,6 +17,8 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from iostack.aio.state import private_dir
 
 
 def _stat_fields(pid: int | str) -> list[str] | None:
@@ -79,9 +82,13 @@ class ProcessManager:
         running = self.find(name)
         if running:
             return running
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.log_file(name), "ab") as log:
+        private_dir(self.run_dir)
+        private_dir(self.log_dir)
+        # Logs may quote requests and credentials: owner-only from their creation.
+        fd = os.open(self.log_file(name), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        if os.fstat(fd).st_mode & 0o077:  # written by an earlier version
+            os.fchmod(fd, 0o600)
+        with open(fd, "ab") as log:
             log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting {name}\n".encode())
             log.flush()
             proc = subprocess.Popen(  # noqa: S603 - argv is built by the project, not from input
@@ -99,7 +106,7 @@ class ProcessManager:
 
     def adopt(self, name: str, pid: int) -> ManagedProcess:
         """Record a process that daemonised itself (its pid read from its own pid file)."""
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.run_dir)
         self.pid_file(name).write_text(f"{pid} {_start_time(pid)}\n", encoding="ascii")
         return ManagedProcess(name, pid)
 

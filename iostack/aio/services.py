@@ -1,12 +1,30 @@
-"""Redis, RabbitMQ and memcached for the all-in-one: use the configured one, or start our own.
+"""Redis, RabbitMQ and memcached for the all-in-one: private ones, or the operator's.
 
-For each service the configured URL is probed first; a server that answers
-there is used as it is and never stopped by us. Otherwise a private instance
-is started under the state dir on a free loopback port (the same port as last
-time when it is still free), with generated credentials where the service has
-any: Redis gets a ``requirepass``, RabbitMQ a generated ``iostack`` user (no
-``guest``) and its own epmd, so that nothing of it outlives ``stop``. Which
-URL was chosen, and whether we started it, is kept in ``etc/services.json``.
+Redis holds the policies (and encryption parameters) and RabbitMQ carries
+metrics and QoS assignments, so whoever can reach them unauthenticated can
+delete rules, read keys or forge assignments. The all-in-one therefore uses
+only servers it authenticates to:
+
+- By default (no URL configured) it starts its own instance of each under the
+  state dir, on a free loopback port (the same as last time when still free),
+  with generated credentials: Redis gets a ``requirepass``, RabbitMQ a
+  generated ``iostack`` user (no ``guest``) and its own epmd, so that nothing
+  of it outlives ``stop``. Whatever answers on the well-known ports (6379,
+  5672) is never used unless configured.
+- An operator's URL (``IOSTACK_REDIS_URL=redis://:pw@host:port/0``,
+  ``IOSTACK_AMQP_URL=amqp://user:pw@host:port/vhost``) is used as given. It
+  must answer, carry credentials, and the server must enforce them: a Redis
+  that also answers without a password, or a RabbitMQ that also takes the
+  well-known ``guest``/``guest``, is refused with a message saying so, unless
+  ``allow_unauthenticated_services`` is set; then the service is recorded as
+  unauthenticated and ``iostack aio start`` and ``status`` warn about it.
+- memcached (Swift's account/container info cache) has no authentication at
+  all; a private one is started unless ``memcache_url`` names another.
+
+Which URL was chosen, whether we started it, and why it is unauthenticated if
+it is, is kept in ``etc/services.json``. ``add_amqp_vhost`` gives a stack its
+own vhost on a private broker (the test suite shares one broker per session
+between its stacks).
 """
 
 from __future__ import annotations
@@ -15,17 +33,26 @@ import json
 import os
 import shutil
 import socket
+import subprocess
 import time
+import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote, urlsplit
 
 from iostack.aio.processes import ProcessManager
 from iostack.aio.secrets import generated_secret
-from iostack.aio.state import write_private_json
+from iostack.aio.state import private_dir, write_private_json, write_private_text
 
 SERVICES_FILE = "etc/services.json"
+RABBITMQ_ENV_FILE = "rabbitmq/env.json"
 RABBITMQ_SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
+RABBITMQCTL = "/usr/lib/rabbitmq/bin/rabbitmqctl"
+RABBITMQ_NODE = "iostack@localhost"
+RABBITMQ_USER = "iostack"
+GUEST = ("guest", "guest")
 
 
 class ServiceError(RuntimeError):
@@ -37,6 +64,7 @@ class ServiceInfo:
     url: str
     private: bool  # started (and so stopped) by us
     port: int | None = None
+    unauthenticated: str = ""  # why anyone may use it, when the operator allowed that
 
 
 def free_port(preferred: int | None = None, host: str = "127.0.0.1",
@@ -110,6 +138,35 @@ def memcached_answers(url: str) -> bool:
         return False
 
 
+def redis_open_door(url: str) -> str | None:
+    """Why anyone could use the Redis at ``url`` without its credentials, or None."""
+    parts = urlsplit(url)
+    if not parts.password:
+        return "the URL has no password"
+    bare = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+    if redis_answers(bare):
+        return "the server answers without a password"
+    return None
+
+
+def amqp_open_door(url: str) -> str | None:
+    """Why anyone could use the RabbitMQ at ``url`` without its credentials, or None."""
+    parts = urlsplit(url)
+    if not parts.password:
+        return "the URL has no password (pika would log in as guest)"
+    if (parts.username, parts.password) == GUEST:
+        return "it logs in with RabbitMQ's well-known guest account"
+    guest = parts._replace(netloc=f"{GUEST[0]}:{GUEST[1]}@{parts.netloc.rpartition('@')[2]}")
+    if amqp_answers(guest.geturl()):
+        return "the server takes RabbitMQ's well-known guest/guest"
+    return None
+
+
+ANSWERS = {"redis": redis_answers, "rabbitmq": amqp_answers, "memcached": memcached_answers}
+# memcached has no authentication to check (see the module docstring).
+OPEN_DOOR = {"redis": redis_open_door, "rabbitmq": amqp_open_door}
+
+
 class Services:
     """The backing services of one state dir."""
 
@@ -122,6 +179,7 @@ class Services:
         self.reserved = reserved
         self.path = state_dir / SERVICES_FILE
         self.info: dict[str, ServiceInfo] = {}
+        self._starting: dict[str, Callable[[], bool]] = {}  # booting -> "does it answer?"
         if self.path.is_file():
             saved = json.loads(self.path.read_text(encoding="utf-8"))
             self.info = {name: ServiceInfo(**value) for name, value in saved.items()}
@@ -133,22 +191,94 @@ class Services:
         info = self.info.get(name)
         return info.port if info and info.private else None
 
-    def ensure(self, name: str, configured_url: str) -> ServiceInfo:
-        """Return a usable URL for ``name``: the configured one if it answers, else ours."""
-        answers = {"redis": redis_answers, "rabbitmq": amqp_answers,
-                   "memcached": memcached_answers}[name]
-        previous = self.info.get(name)
-        if previous and previous.private and self.processes.find(name) and answers(previous.url):
-            return previous
-        if answers(configured_url):
-            info = ServiceInfo(url=configured_url, private=False)
+    def ensure(self, name: str, configured_url: str, allow_unauthenticated: bool = False,
+               wait: bool = True) -> ServiceInfo:
+        """A usable URL for ``name``: the configured one if it is safe to use, else ours.
+
+        Raises ``ServiceError`` for a configured URL that does not answer, or
+        that anyone could use without credentials (unless that is allowed).
+        With ``wait=False`` a private server we start may still be booting on
+        return (its URL is already fixed); ``wait_started`` waits for it, so
+        a slow one (RabbitMQ takes seconds) boots while the caller starts
+        other things.
+        """
+        if configured_url:
+            info = self._external(name, configured_url, allow_unauthenticated)
         else:
+            previous = self.info.get(name)
+            if (previous and previous.private and self.processes.find(name)
+                    and ANSWERS[name](previous.url)):
+                return previous
             start = {"redis": self._start_redis, "rabbitmq": self._start_rabbitmq,
                      "memcached": self._start_memcached}[name]
             info = start()
         self.info[name] = info
         self._save()
+        if wait:
+            self.wait_started()
         return info
+
+    def wait_started(self) -> None:
+        """Wait until every private server started by ``ensure`` answers."""
+        while self._starting:
+            name, check = self._starting.popitem()
+            self._wait(name, check)
+
+    def _external(self, name: str, url: str, allow_unauthenticated: bool) -> ServiceInfo:
+        if not ANSWERS[name](url):
+            raise ServiceError(f"{name} at {redact(url)} does not answer or refuses the "
+                               "URL's credentials")
+        reason = OPEN_DOOR[name](url) if name in OPEN_DOOR else None
+        if reason and not allow_unauthenticated:
+            setting = {"redis": "IOSTACK_REDIS_URL", "rabbitmq": "IOSTACK_AMQP_URL"}[name]
+            raise ServiceError(
+                f"refusing {name} at {redact(url)}: {reason}, so any local process could "
+                f"read and change what the stack keeps there. Give {setting} with "
+                "credentials the server enforces, leave it unset to start a private "
+                f"{name}, or pass --allow-unauthenticated-services to use it anyway"
+            )
+        return ServiceInfo(url=url, private=False, unauthenticated=reason or "")
+
+    def warnings(self) -> list[str]:
+        """One loud line per service the stack uses although anyone may use it."""
+        return [f"WARNING: {name} at {redact(info.url)} is unauthenticated "
+                f"({info.unauthenticated}): any local process can read and change the "
+                "stack's policies, keys and metrics"
+                for name, info in sorted(self.info.items()) if info.unauthenticated]
+
+    def add_amqp_vhost(self, vhost: str) -> str:
+        """Create ``vhost`` on our private broker for our user; return its AMQP URL.
+
+        Stacks sharing one broker (the test suite's) each get their own vhost,
+        so none sees another's exchanges and queues.
+        """
+        self.import_amqp_definitions({
+            "vhosts": [{"name": vhost}],
+            "permissions": [{"user": RABBITMQ_USER, "vhost": vhost, "configure": ".*",
+                             "write": ".*", "read": ".*"}],
+        })
+        parts = urlsplit(self.info["rabbitmq"].url)
+        return parts._replace(path="/" + quote(vhost, safe="")).geturl()
+
+    def import_amqp_definitions(self, definitions: dict[str, Any]) -> None:
+        """Add users, vhosts and permissions (RabbitMQ's definitions format) to our broker."""
+        info = self.info.get("rabbitmq")
+        if not (info and info.private and self.processes.find("rabbitmq")):
+            raise ServiceError("no private RabbitMQ is running in this state dir")
+        self.wait_started()
+        path = self.state_dir / "rabbitmq" / f"definitions-{uuid.uuid4().hex}.json"
+        write_private_json(path, definitions)
+        try:
+            ctl = subprocess.run(  # noqa: S603 - fixed argv
+                [self._require(RABBITMQCTL), "-q", "-n", RABBITMQ_NODE, "import_definitions",
+                 str(path)],
+                env=self._rabbitmq_env(), capture_output=True, text=True,
+                timeout=self.timeout, check=False,
+            )
+        finally:
+            path.unlink()
+        if ctl.returncode != 0:
+            raise ServiceError(f"rabbitmqctl import_definitions failed: {ctl.stderr.strip()}")
 
     def stop_private(self) -> list[str]:
         """Stop the services we started; return their names."""
@@ -158,8 +288,14 @@ class Services:
                 stopped.append(name)
         return stopped
 
-    def _wait(self, name: str, check) -> None:
-        if not wait_until(check, self.timeout, 0.2):
+    def _wait(self, name: str, check: Callable[[], bool]) -> None:
+        def alive_and_ready() -> bool:
+            if self.processes.find(name) is None:
+                raise ServiceError(f"{name} exited during start-up; "
+                                   f"see {self.processes.log_file(name)}")
+            return check()
+
+        if not wait_until(alive_and_ready, self.timeout, 0.2):
             self.processes.stop(name)
             raise ServiceError(
                 f"{name} did not come up within {self.timeout:.0f}s; "
@@ -177,20 +313,16 @@ class Services:
         port = free_port(self._previous_port("redis"), avoid=self.reserved)
         password = generated_secret(self.state_dir, "redis_password")
         data_dir = self.state_dir / "redis"
-        data_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(data_dir)
         conf = self.state_dir / "etc" / "redis.conf"
-        conf.write_text(
-            "\n".join([
-                "bind 127.0.0.1", f"port {port}", "protected-mode yes", "daemonize no",
-                f"dir {data_dir}", 'logfile ""', "appendonly yes", 'save ""',
-                f"requirepass {password}", "",
-            ]),
-            encoding="utf-8",
-        )
-        conf.chmod(0o600)
+        write_private_text(conf, "\n".join([
+            "bind 127.0.0.1", f"port {port}", "protected-mode yes", "daemonize no",
+            f"dir {data_dir}", 'logfile ""', "appendonly yes", 'save ""',
+            f"requirepass {password}", "",
+        ]))
         self.processes.start("redis", [binary, str(conf)])
         url = f"redis://:{quote(password, safe='')}@127.0.0.1:{port}/0"
-        self._wait("redis", lambda: redis_answers(url))
+        self._starting["redis"] = lambda: redis_answers(url)
         return ServiceInfo(url=url, private=True, port=port)
 
     def _start_memcached(self) -> ServiceInfo:
@@ -201,44 +333,44 @@ class Services:
             argv += ["-u", "root"]  # memcached refuses to run as root without it
         self.processes.start("memcached", argv)
         url = f"127.0.0.1:{port}"
-        self._wait("memcached", lambda: memcached_answers(url))
+        self._starting["memcached"] = lambda: memcached_answers(url)
         return ServiceInfo(url=url, private=True, port=port)
+
+    def _rabbitmq_env(self) -> dict[str, str]:
+        """The environment our broker runs in, for it and for ``rabbitmqctl``."""
+        saved = json.loads((self.state_dir / RABBITMQ_ENV_FILE).read_text(encoding="utf-8"))
+        return {**os.environ, **saved}
 
     def _start_rabbitmq(self) -> ServiceInfo:
         self._require(RABBITMQ_SERVER)
         epmd = self._require("epmd")
         base = self.state_dir / "rabbitmq"
-        base.mkdir(parents=True, exist_ok=True)
+        private_dir(base)
         port = free_port(self._previous_port("rabbitmq"), avoid=self.reserved)
         epmd_port = free_port(avoid=self.reserved | {port})
         dist_port = free_port(avoid=self.reserved | {port, epmd_port})
         password = generated_secret(self.state_dir, "rabbitmq_password")
         conf = base / "rabbitmq.conf"
-        conf.write_text(
-            "\n".join([
-                f"listeners.tcp.1 = 127.0.0.1:{port}",
-                "default_user = iostack",
-                f"default_pass = {password}",
-                "default_vhost = /",
-                "loopback_users = none",
-                "log.console = true",
-                "log.file = false",
-                "",
-            ]),
-            encoding="utf-8",
-        )
-        conf.chmod(0o600)
-        (base / "enabled_plugins").write_text("[].\n", encoding="utf-8")
+        write_private_text(conf, "\n".join([
+            f"listeners.tcp.1 = 127.0.0.1:{port}",
+            f"default_user = {RABBITMQ_USER}",
+            f"default_pass = {password}",
+            "default_vhost = /",
+            "loopback_users = none",
+            "log.console = true",
+            "log.file = false",
+            "",
+        ]))
+        write_private_text(base / "enabled_plugins", "[].\n")
         # Our own epmd on a private port, so nothing of ours outlives stop. One left from
         # a broker that died serves no one and listens on a port chosen then: replace it.
         self.processes.stop("epmd")
         self.processes.start("epmd", [epmd, "-port", str(epmd_port), "-address", "127.0.0.1"])
         self._wait("epmd", lambda: port_open("127.0.0.1", epmd_port))
-        env = dict(os.environ)
-        env.update({
+        write_private_json(self.state_dir / RABBITMQ_ENV_FILE, {
             "HOME": str(base),  # the Erlang cookie lives there
             "ERL_EPMD_PORT": str(epmd_port),
-            "RABBITMQ_NODENAME": "iostack@localhost",
+            "RABBITMQ_NODENAME": RABBITMQ_NODE,
             "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
             "RABBITMQ_NODE_PORT": str(port),
             "RABBITMQ_DIST_PORT": str(dist_port),
@@ -249,9 +381,9 @@ class Services:
             "RABBITMQ_LOG_BASE": str(self.processes.log_dir),
             "RABBITMQ_PID_FILE": str(base / "rabbitmq.pid"),
         })
-        self.processes.start("rabbitmq", [RABBITMQ_SERVER], env=env, cwd=base)
-        url = f"amqp://iostack:{quote(password, safe='')}@127.0.0.1:{port}/%2F"
-        self._wait("rabbitmq", lambda: amqp_answers(url))
+        self.processes.start("rabbitmq", [RABBITMQ_SERVER], env=self._rabbitmq_env(), cwd=base)
+        url = f"amqp://{RABBITMQ_USER}:{quote(password, safe='')}@127.0.0.1:{port}/%2F"
+        self._starting["rabbitmq"] = lambda: amqp_answers(url)
         return ServiceInfo(url=url, private=True, port=port)
 
 

@@ -4,6 +4,11 @@
 when it answers; otherwise it starts a private stack on free ports (through
 the ``iostack aio`` command, so its daemons are not children of the caller)
 and stops it on exit.
+
+``SharedServices`` is one private Redis and one private RabbitMQ that
+several stacks use (the test suite's: starting a broker takes seconds, a
+vhost a fraction of one). Each stack gets its own vhost and keeps its Redis
+keys under its own namespace; none of them uses the machine's services.
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from iostack.aio.services import free_port
+from iostack.aio.processes import ProcessManager
+from iostack.aio.services import Services, free_port
 from iostack.aio.state import AioNotRunning, load_aio_info
 
 PORT_SETTINGS = ("proxy", "proxy2", "account", "container", "object", "controller", "block",
@@ -56,14 +62,36 @@ def answering_stack() -> dict[str, Any] | None:
         return None
 
 
+class SharedServices:
+    """Private Redis and RabbitMQ in ``state_dir`` for several stacks, each started on first use."""
+
+    def __init__(self, state_dir: Path, timeout: float = 60.0) -> None:
+        self.state_dir = state_dir
+        self.services = Services(state_dir, ProcessManager(state_dir), timeout)
+
+    def stack_args(self, namespace: str) -> list[str]:
+        """``iostack aio start`` arguments for a stack with this namespace."""
+        redis = self.services.ensure("redis", "").url
+        self.services.ensure("rabbitmq", "")
+        return ["--namespace", namespace, "--redis-url", redis,
+                "--amqp-url", self.services.add_amqp_vhost(namespace)]
+
+    def stop(self) -> None:
+        """Stop the servers and remove their state dir."""
+        self.services.stop_private()
+        shutil.rmtree(self.state_dir, ignore_errors=True)
+
+
 @contextmanager
-def running_stack(private_root: Path) -> Iterator[dict[str, Any]]:
+def running_stack(private_root: Path,
+                  shared: SharedServices | None = None) -> Iterator[dict[str, Any]]:
     """``make run``'s stack, or a private one in ``private_root/<pid>`` for this caller.
 
     Each caller gets its own state dir, so test sessions and benchmarks that
     run at the same time never share (or stop) each other's stack. A stack
     that started and stopped cleanly leaves nothing behind; after a failure
-    its state dir and logs stay for inspection.
+    its state dir and logs stay for inspection. With ``shared`` it uses those
+    services (its own vhost); otherwise it starts private ones of its own.
     """
     running = answering_stack()
     if running:
@@ -71,8 +99,9 @@ def running_stack(private_root: Path) -> Iterator[dict[str, Any]]:
         return
     state_dir = private_root / str(os.getpid())
     # Its own namespace: Redis and RabbitMQ may be shared with other stacks.
-    started = aio_command("start", state_dir, "--json", "--namespace",
-                          f"iostack-{os.getpid()}", *free_port_args())
+    namespace = f"iostack-{os.getpid()}"
+    services = shared.stack_args(namespace) if shared else ["--namespace", namespace]
+    started = aio_command("start", state_dir, "--json", *services, *free_port_args())
     if started.returncode != 0:
         aio_command("stop", state_dir)
         raise StackStartError(f"all-in-one did not start:\n{started.stdout}\n{started.stderr}")

@@ -5,7 +5,9 @@ running are kept), waits until each answers, checks that a tenant can
 authenticate, and writes ``aio.json`` describing the stack. ``stop()`` stops
 exactly the processes recorded in the state dir's pid files; ``status()``
 reports each one. Start-up that fails stops what it started and raises
-``AioError`` naming the component and its log file.
+``AioError`` naming the component and its log file. ``warnings()`` lists
+what the operator should not ignore (an unauthenticated Redis or RabbitMQ
+used on request).
 """
 
 from __future__ import annotations
@@ -76,6 +78,8 @@ class AllInOne:
 
     # -- start -----------------------------------------------------------------
     def start(self) -> dict[str, Any]:
+        # Not 0700: the sandbox user must reach the storlet directories under it
+        # (bwrap binds with that user's rights). What is private has a 0700 parent.
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.config.save()
         secrets = aio_secrets.load_or_create(self.state_dir)
@@ -90,9 +94,12 @@ class AllInOne:
 
     def _start(self, secrets: dict[str, str]) -> dict[str, Any]:
         cfg = self.config
+        allow = cfg.allow_unauthenticated_services
         memcache = self.services.ensure("memcached", cfg.memcache_url)
-        redis = self.services.ensure("redis", cfg.redis_url)
-        amqp = self.services.ensure("rabbitmq", cfg.amqp_url)
+        redis = self.services.ensure("redis", cfg.redis_url, allow)
+        # The broker boots (seconds) while Swift does; the proxies' metric publisher
+        # and QoS consumer connect when it answers.
+        amqp = self.services.ensure("rabbitmq", cfg.amqp_url, allow, wait=False)
 
         layout = SwiftLayout(cfg, secrets, memcache.url, redis.url, amqp.url)
         layout.prepare()
@@ -103,6 +110,7 @@ class AllInOne:
             self._wait_port(server, layout.server_port(server))
         for server, url in zip(layout.proxies, cfg.proxy_urls, strict=True):
             self._wait_for(server, lambda url=url: _http_ok(f"{url}/healthcheck"), "healthcheck")
+        self.services.wait_started()  # the controller consumes metrics from the start
 
         controller_url = f"http://{cfg.host}:{cfg.controller_port}"
         controller_conf = self.state_dir / "etc" / "controller.json"
@@ -135,6 +143,7 @@ class AllInOne:
 
         info = self._describe(secrets, redis.url, amqp.url, memcache.url, controller_url)
         info["block_bridge"] = block
+        info["warnings"] = self.services.warnings()
         user = info["tenants"]["t1"]
         self._wait_for(
             "proxy",
@@ -282,6 +291,9 @@ class AllInOne:
             rows.append(ComponentStatus(name, proc is not None, proc.pid if proc else None,
                                         str(self.processes.log_file(name))))
         return rows
+
+    def warnings(self) -> list[str]:
+        return self.services.warnings()
 
     def info(self) -> dict[str, Any] | None:
         if not self.info_path.is_file():

@@ -49,12 +49,32 @@ def load_aio_info(state_dir: str | os.PathLike[str] | None = None) -> dict[str, 
         raise AioNotRunning(f"no all-in-one found ({path} is missing): run 'make run'") from None
 
 
+def private_dir(path: Path) -> Path:
+    """``path`` as a directory only its owner can enter: created 0700, or tightened
+    once if an earlier version left it looser."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if path.stat().st_mode & 0o077:
+        path.chmod(0o700)
+    return path
+
+
+def write_private_text(path: Path, text: str) -> None:
+    """Write a file readable by the owner only, atomically.
+
+    The file is created 0600 (never readable by others, not even between
+    writing and a chmod); a missing directory is created 0700. An existing
+    one is left as it is: it may be the state dir, which the sandbox user
+    must traverse.
+    """
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.unlink(missing_ok=True)  # a leftover could have looser permissions
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
 def write_private_json(path: Path, data: dict[str, Any]) -> None:
     """Write JSON readable by the owner only (it may hold credentials), atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2, sort_keys=True)
-        f.write("\n")
-    os.replace(tmp, path)
+    write_private_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")

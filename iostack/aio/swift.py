@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import getpass
 import hashlib
+import io
 import json
 import sys
 from configparser import ConfigParser
@@ -25,6 +26,7 @@ from pathlib import Path
 
 from iostack.aio.config import AioConfig
 from iostack.aio.secrets import TENANTS
+from iostack.aio.state import private_dir, write_private_text
 from iostack.filters.keys import create_key_file
 from iostack.storlet_runtime import swift_conf as storlet_conf
 
@@ -110,8 +112,8 @@ class SwiftLayout:
 
     def prepare(self) -> None:
         """Write configs, create devices and (re)build rings when their inputs changed."""
-        self.swift_dir.mkdir(parents=True, exist_ok=True)
-        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.swift_dir)
+        private_dir(self.cache_dir)
         for name in self.device_names:
             (self.devices_dir / name).mkdir(parents=True, exist_ok=True)
         if not self.key_file.exists():
@@ -124,9 +126,9 @@ class SwiftLayout:
 
     @staticmethod
     def _write(path: Path, conf: ConfigParser) -> None:
-        with open(path, "w", encoding="utf-8") as f:
-            conf.write(f)
-        path.chmod(0o600)  # holds the hash prefix/suffix and the tenants' keys
+        text = io.StringIO()
+        conf.write(text)
+        write_private_text(path, text.getvalue())  # the hash prefix/suffix, the tenants' keys
 
     def _swift_conf(self) -> ConfigParser:
         conf = ConfigParser(interpolation=None)

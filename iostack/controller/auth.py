@@ -6,20 +6,31 @@ A request carries a token in ``X-Auth-Token`` (or ``Authorization: Bearer``).
   the caller an administrator; it is compared in constant time.
 - With ``keystone`` configured, other tokens are validated with
   python-keystoneclient (the controller logs in with its service
-  credentials): a token with one of ``admin_roles`` is an administrator,
-  any other valid token is the tenant of its project (account
-  ``<reseller_prefix><project_id>``).
+  credentials). A token is an IOStack administrator only if it carries one
+  of ``admin_roles`` (default ``["admin"]``) *and* is scoped to the admin
+  project (``admin_project_id``, or ``admin_project_name`` in
+  ``admin_project_domain_name``, default ``Default``; one of them must be
+  configured). Keystone's ``admin`` role is per project: a user who is
+  ``admin`` of their own project is that project's tenant here, nothing
+  more. Any other valid project-scoped token is the tenant of its project
+  (account ``<reseller_prefix><project_id>``); domain- and system-scoped
+  tokens get nothing.
 - With ``swift_url`` configured, a tenant token may instead be proven for
   one account by Swift itself (``HEAD /v1/<account>`` answering 2xx); this
   covers tempauth, whose tokens the controller cannot read. It is used only
   for the account a request names.
 
-Successful validations are cached for ``cache_seconds`` (default 60) so a
-busy CLI does not hammer Keystone; failures are not cached.
+Successful validations are cached for ``auth_cache_seconds`` (default 60),
+and never past the token's own expiry, so a busy CLI does not hammer
+Keystone; failures are not cached. The window this opens: a token revoked,
+or a role removed, in Keystone keeps its access here for up to
+``auth_cache_seconds`` (set 0 to validate every request).
 
 Config keys (controller JSON): ``admin_token``, ``keystone`` = {auth_url,
 username, password, project_name, user_domain_name, project_domain_name,
-admin_roles, interface (``public``)}, ``swift_url``, ``reseller_prefix``.
+admin_roles, admin_project_id | admin_project_name (+ admin_project_domain_name),
+interface (``public``)}, ``swift_url``, ``reseller_prefix``,
+``auth_cache_seconds``.
 """
 
 from __future__ import annotations
@@ -30,6 +41,7 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote
 
@@ -67,13 +79,17 @@ class _TTLCache:
     def get(self, key):
         with self._lock:
             hit = self._data.get(key)
-            return hit[1] if hit and time.monotonic() - hit[0] < self.seconds else None
+            return hit[1] if hit and time.monotonic() < hit[0] else None
 
-    def put(self, key, value) -> None:
+    def put(self, key, value, at_most: float | None = None) -> None:
+        """Keep ``value`` for the cache's seconds, or ``at_most`` seconds if that is less."""
+        seconds = self.seconds if at_most is None else min(self.seconds, at_most)
+        if seconds <= 0:
+            return
         with self._lock:
             if len(self._data) >= self.size:
                 self._data.clear()
-            self._data[key] = (time.monotonic(), value)
+            self._data[key] = (time.monotonic() + seconds, value)
 
 
 class KeystoneValidator:
@@ -93,9 +109,16 @@ class KeystoneValidator:
         self.client = client.Client(session=session.Session(auth=auth, timeout=10),
                                     interface=conf.get("interface", "public"))
         self.admin_roles = set(conf.get("admin_roles", ["admin"]))
+        self.admin_project_id = conf.get("admin_project_id")
+        self.admin_project = (conf.get("admin_project_name"),
+                              conf.get("admin_project_domain_name", "Default"))
+        if not (self.admin_roles and (self.admin_project_id or self.admin_project[0])):
+            raise ValueError("keystone: set admin_roles and admin_project_id or "
+                             "admin_project_name (an admin role is per project in Keystone)")
         self.reseller_prefix = reseller_prefix
 
-    def __call__(self, token: str) -> Principal:
+    def __call__(self, token: str) -> tuple[Principal, float | None]:
+        """The token's principal, and for how many more seconds the token is valid."""
         from keystoneauth1 import exceptions
 
         try:
@@ -104,11 +127,21 @@ class KeystoneValidator:
             raise AuthError("invalid or expired token") from None
         except exceptions.ClientException as exc:
             raise AuthError(f"cannot validate the token with Keystone: {exc}", 503) from None
-        if self.admin_roles & set(access.role_names or ()):
-            return Principal(True, name=access.username or "")
+        remaining = ((access.expires - datetime.now(timezone.utc)).total_seconds()
+                     if access.expires else None)
         if not access.project_id:
             raise AuthError("the token is not scoped to a project", 403)
-        return Principal(False, self.reseller_prefix + access.project_id, access.username or "")
+        name = access.username or ""
+        if self._admin(access):
+            return Principal(True, name=name), remaining
+        return Principal(False, self.reseller_prefix + access.project_id, name), remaining
+
+    def _admin(self, access) -> bool:
+        if not self.admin_roles & set(access.role_names or ()):
+            return False
+        if self.admin_project_id:
+            return access.project_id == self.admin_project_id
+        return (access.project_name, access.project_domain_name) == self.admin_project
 
 
 class SwiftAccountValidator:
@@ -154,12 +187,12 @@ class Authenticator:
         cached = self.cache.get(key)
         if cached:
             return cached
-        principal = None
+        principal, remaining = None, None
         if self.keystone:
-            principal = self.keystone(token)
+            principal, remaining = self.keystone(token)
         elif self.swift and account:
             principal = self.swift(token, account)
         if principal is None:
             raise AuthError("invalid token")
-        self.cache.put(key, principal)
+        self.cache.put(key, principal, remaining)
         return principal

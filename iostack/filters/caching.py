@@ -33,6 +33,11 @@ and its header is checked against the requested version.
 
 Store the bytes as they are stored in Swift (below the encryption view), not
 the decrypted ones, or the cache would keep plaintext at rest.
+
+Everything under ``cache_dir`` is the proxy's alone: directories are created
+0700 and files (entries, the index) 0600 from the moment they exist, so no
+other local user can read a cached head or plant an entry. A ``cache_dir``
+left by an earlier version with looser permissions is tightened at start.
 """
 
 from __future__ import annotations
@@ -77,6 +82,8 @@ _MAGIC = b"IOSCACH1"
 _HEADER_PREFIX = struct.Struct(">8sI")  # magic, JSON header length
 _READ_CHUNK = 256 * KIB
 _STALE_TEMP_SECONDS = 3600
+_DIR_MODE = 0o700  # the cache is the proxy's alone (see the module docstring)
+_FILE_MODE = 0o600
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, path TEXT NOT NULL, "
@@ -163,7 +170,9 @@ class CacheFill:
             {"path": path, "version": version, "length": length, "cached": want}
         ).encode()
         self.header = _HEADER_PREFIX.pack(_MAGIC, len(header)) + header
-        self._file = open(self.temp_path, "wb")  # closed by commit() or abort()
+        # closed by commit() or abort()
+        self._file = open(os.open(self.temp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+                                  _FILE_MODE), "wb")
         self._file.write(self.header)
 
     @property
@@ -219,8 +228,13 @@ class CacheStore:
         self.directory = os.fspath(directory)
         self.capacity = capacity
         try:
-            os.makedirs(os.path.join(self.directory, "tmp"), exist_ok=True)
-            os.makedirs(os.path.join(self.directory, "data"), exist_ok=True)
+            os.makedirs(self.directory, mode=_DIR_MODE, exist_ok=True)
+            if os.stat(self.directory).st_mode & 0o077:
+                os.chmod(self.directory, _DIR_MODE)
+            os.makedirs(os.path.join(self.directory, "tmp"), mode=_DIR_MODE, exist_ok=True)
+            os.makedirs(os.path.join(self.directory, "data"), mode=_DIR_MODE, exist_ok=True)
+            # SQLite gives its -wal and -shm files the database file's mode.
+            os.close(os.open(self._index_path, os.O_WRONLY | os.O_CREAT, _FILE_MODE))
         except OSError as exc:
             raise ConfigError(f"cache_dir {self.directory}: {exc.strerror}") from None
         self._local = thread_local()
@@ -304,7 +318,7 @@ class CacheStore:
         key = _key(fill.path)
         size = len(fill.header) + fill.want
         target = self._data_path(key)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
+        os.makedirs(os.path.dirname(target), mode=_DIR_MODE, exist_ok=True)
         with self._transaction() as db:
             os.replace(fill.temp_path, target)
             db.execute(
@@ -330,6 +344,10 @@ class CacheStore:
 
     # -- plumbing ---------------------------------------------------------------
 
+    @property
+    def _index_path(self) -> str:
+        return os.path.join(self.directory, "index.sqlite3")
+
     def _data_path(self, key: str) -> str:
         return os.path.join(self.directory, "data", key[:2], key)
 
@@ -339,7 +357,7 @@ class CacheStore:
         db = getattr(self._local, "db", None)
         if db is None or self._local.pid != os.getpid():
             db = sqlite3.connect(
-                os.path.join(self.directory, "index.sqlite3"),
+                self._index_path,
                 timeout=30, isolation_level=None, check_same_thread=True,
             )
             db.execute("PRAGMA journal_mode=WAL")

@@ -1,8 +1,8 @@
-"""`iostack aio` on a machine with no Redis, RabbitMQ or memcached: it starts its own.
+"""`iostack aio` with no service URLs configured starts its own Redis, RabbitMQ and memcached.
 
 Runs a second, private all-in-one in a temporary state dir, on free ports, with
-the configured service URLs pointing at closed ports, the way a fresh machine
-looks to it.
+no service URLs: whatever answers on the machine's well-known ports (a
+passwordless Redis on 6379, RabbitMQ's guest on 5672) must not be used.
 """
 
 from __future__ import annotations
@@ -11,32 +11,25 @@ import json
 import os
 import socket
 import subprocess
+import uuid
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pika
+import pika.exceptions
 import pytest
 import redis
 import requests
 import swiftclient
 
 from iostack.aio.processes import ProcessManager
-from iostack.aio.session import PORT_SETTINGS, aio_command, free_port_args
+from iostack.aio.session import aio_command, free_port_args
 from iostack.block_bridge.native_lib import BUILD_DIR
 
 pytestmark = pytest.mark.integration
 
 EXPECTED = {"account", "container", "object", "proxy", "container-updater", "controller",
             "block-bridge", "memcached", "redis", "rabbitmq", "epmd"}
-
-
-def ports_args() -> list[str]:
-    names = (*PORT_SETTINGS, "redis", "amqp", "memcache")
-    ports = dict(zip(names, free_port_args(names)[1::2], strict=True))
-    args = [arg for name in PORT_SETTINGS for arg in (f"--{name}-port", ports[name])]
-    # Nothing listens on these: the stack must start private services.
-    return args + ["--redis-url", f"redis://127.0.0.1:{ports['redis']}/0",
-                   "--amqp-url", f"amqp://guest:guest@127.0.0.1:{ports['amqp']}/%2F",
-                   "--memcache-url", f"127.0.0.1:{ports['memcache']}"]
 
 
 def live_pids(state_dir: Path) -> dict[str, int]:
@@ -54,9 +47,8 @@ def pid_alive(pid: int) -> bool:
 
 def test_private_services_start_stop_and_restart(tmp_path):
     state_dir = tmp_path / "aio"
-    args = ports_args()
     started = aio_command("start", state_dir, "--json", "--replicas", "3", "--block-demo", "1",
-                          *args)
+                          *free_port_args())
     assert started.returncode == 0, started.stderr
     try:
         info = json.loads(started.stdout)
@@ -71,6 +63,12 @@ def test_private_services_start_stop_and_restart(tmp_path):
 
         assert info == json.loads((state_dir / "aio.json").read_text())
         assert oct((state_dir / "aio.json").stat().st_mode & 0o777) == "0o600"
+        # Private parts in 0700 directories; the state dir itself stays traversable,
+        # because the sandbox user reaches the storlet directories through it.
+        modes = {name: oct((state_dir / name).stat().st_mode & 0o777)
+                 for name in ("etc", "etc/swift", "log", "run", "redis", "rabbitmq")}
+        assert modes == dict.fromkeys(modes, "0o700")
+        assert state_dir.stat().st_mode & 0o001
         for key in ("auth_url", "s3_url", "redis_url", "amqp_url", "state_dir", "tenants",
                     "controller_url", "admin_token"):
             assert info[key], key
@@ -79,11 +77,18 @@ def test_private_services_start_stop_and_restart(tmp_path):
         assert len(keys) == 3 and all(len(k) >= 24 for k in keys)
 
         # Private services with generated credentials, no well-known ones.
-        assert "guest" not in info["amqp_url"]
+        redis_url, amqp_url = urlsplit(info["redis_url"]), urlsplit(info["amqp_url"])
+        assert redis_url.port != 6379 and len(redis_url.password) >= 24
+        assert amqp_url.port != 5672 and amqp_url.username == "iostack"
+        assert len(amqp_url.password) >= 24
         assert redis.Redis.from_url(info["redis_url"]).ping()
         with pytest.raises(redis.AuthenticationError):
-            redis.Redis(port=int(info["redis_url"].rsplit(":", 1)[1].split("/")[0])).ping()
+            redis.Redis(port=redis_url.port).ping()
         pika.BlockingConnection(pika.URLParameters(info["amqp_url"])).close()
+        guest = amqp_url._replace(netloc=f"guest:guest@127.0.0.1:{amqp_url.port}").geturl()
+        with pytest.raises(pika.exceptions.ProbableAuthenticationError):
+            pika.BlockingConnection(pika.URLParameters(guest)).close()
+        assert info["warnings"] == []
 
         pids = live_pids(state_dir)
         assert set(pids) == EXPECTED
@@ -125,9 +130,9 @@ def test_private_services_start_stop_and_restart(tmp_path):
     assert down.returncode != 0
 
 
-def test_port_in_use_fails_clearly_and_leaves_nothing_running(tmp_path):
+def test_port_in_use_fails_clearly_and_leaves_nothing_running(tmp_path, shared_services):
     state_dir = tmp_path / "aio"
-    args = ports_args()
+    args = shared_services.stack_args(f"in-use-{uuid.uuid4().hex[:8]}") + free_port_args()
     proxy_port = int(args[args.index("--proxy-port") + 1])
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", proxy_port))

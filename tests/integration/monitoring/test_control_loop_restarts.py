@@ -1,9 +1,9 @@
 """The control loop survives restarts of the broker and of the controller.
 
-A private all-in-one whose configured RabbitMQ URL points at a closed port,
-so it starts its own broker (restarting the machine's broker would disturb
-every other stack on it); ``iostack aio start`` again brings back whatever
-was stopped, on the same port with the same credentials.
+A private all-in-one with an empty RabbitMQ URL, so it starts its own broker
+(restarting the session's shared broker would disturb every other stack on
+it); ``iostack aio start`` again brings back whatever was stopped, on the same
+port with the same credentials.
 """
 
 from __future__ import annotations
@@ -17,15 +17,13 @@ import swiftclient
 from loop_helpers import BODY, Writer, paced, wait_for_state
 
 from iostack.aio.processes import ProcessManager
-from iostack.aio.services import free_port
 from iostack.aio.session import aio_command
 
 pytestmark = pytest.mark.integration
 
 
-# Its own broker (the configured one does not answer), and a short hold time.
-PRIVATE_STACK_ARGS = ("--actor-hold", "2",
-                      "--amqp-url", f"amqp://iostack:unused@127.0.0.1:{free_port()}/%2F")
+# Its own broker (an empty URL), and a short hold time.
+PRIVATE_STACK_ARGS = ("--actor-hold", "2", "--amqp-url", "")
 
 
 @pytest.fixture(scope="module")

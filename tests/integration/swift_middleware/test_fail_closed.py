@@ -72,19 +72,22 @@ def _pings(client: redis.Redis) -> bool:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory):
+def stack(tmp_path_factory, shared_services):
     root = tmp_path_factory.mktemp("failclosed")
     store = PrivateRedis(root)
     store.start()
     state_dir = root / "aio"
-    started = aio_command("start", state_dir, "--json", "--redis-url", store.url,
-                          "--namespace", f"test-{uuid.uuid4().hex[:8]}", *free_port_args())
+    namespace = f"test-{uuid.uuid4().hex[:8]}"
+    # The session's broker (a vhost of its own); a Redis of this module's own.
+    services = shared_services.stack_args(namespace)
+    services[services.index("--redis-url") + 1] = store.url
+    started = aio_command("start", state_dir, "--json", *services, *free_port_args())
     if started.returncode != 0:
         aio_command("stop", state_dir)
         store.stop()
         pytest.fail(f"the private stack did not start: {started.stderr}")
     yield json.loads(started.stdout), store
-    aio_command("stop", state_dir)
+    aio_command("stop", state_dir, "--purge")
     store.stop()
 
 

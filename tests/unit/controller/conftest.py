@@ -1,12 +1,11 @@
 """Fixtures for controller tests: filter metadata, and a real Redis under a private key prefix.
 
-Redis: ``$IOSTACK_TEST_REDIS_URL`` or the local server (redis://127.0.0.1:6379/0). Every
-test gets its own prefix and its keys are deleted afterwards, so nothing else is touched.
+Redis: the test session's private one (``shared_redis_url``), never the machine's. Every
+test gets its own prefix and its keys are deleted afterwards.
 """
 
 from __future__ import annotations
 
-import os
 import uuid
 
 import pytest
@@ -17,8 +16,6 @@ from iostack.controller.registry import Registries
 from iostack.controller.store import PolicyStore
 from iostack.filters.metadata import FilterMetadata, Param
 from iostack.filters.registry import builtin_metadata
-
-REDIS_URL = os.environ.get("IOSTACK_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 # A second compressor: same layout group as the library's compression.
 XCOMPRESS = FilterMetadata("xcompress", "another compressor", params=(Param("level", "int"),),
@@ -35,12 +32,8 @@ def filters() -> dict[str, FilterMetadata]:
 
 
 @pytest.fixture
-def redis_client():
-    client = redis.Redis.from_url(REDIS_URL, decode_responses=True)
-    try:
-        client.ping()
-    except redis.ConnectionError as exc:
-        pytest.skip(f"these tests need a Redis server at {REDIS_URL}: {exc}")
+def redis_client(shared_redis_url):
+    client = redis.Redis.from_url(shared_redis_url, decode_responses=True)
     yield client
     client.close()
 
@@ -69,10 +62,10 @@ def store(redis_client, keys, registries) -> PolicyStore:
 
 
 @pytest.fixture
-def reader(redis_client, keys):
+def reader(redis_client, keys, shared_redis_url):
     from iostack.controller.reader import PolicyReader
 
-    instance = PolicyReader(REDIS_URL, prefix=keys.prefix)
+    instance = PolicyReader(shared_redis_url, prefix=keys.prefix)
     assert instance.wait_subscribed(5), "the reader did not subscribe to invalidations"
     yield instance
     instance.close()
@@ -82,8 +75,8 @@ ADMIN_TOKEN = "admin-token-for-tests-0123456789"
 
 
 @pytest.fixture
-def app_config(keys, tmp_path):
-    return {"host": "127.0.0.1", "port": 0, "redis_url": REDIS_URL, "amqp_url": "amqp://unused",
+def app_config(keys, tmp_path, shared_redis_url):
+    return {"host": "127.0.0.1", "port": 0, "redis_url": shared_redis_url, "amqp_url": "amqp://unused",
             "admin_token": ADMIN_TOKEN, "state_dir": str(tmp_path), "key_prefix": keys.prefix,
             "max_body_bytes": 4096}
 

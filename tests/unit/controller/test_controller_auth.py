@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import threading
+import time
+from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -13,11 +15,17 @@ from iostack.controller.api import create_app
 from iostack.controller.auth import Authenticator, AuthError
 
 SERVICE_TOKEN = "service-token"
-TOKENS = {  # token -> (project id, roles)
-    "tok-admin": ("p-admin", ["admin"]),
+ADMIN_PROJECT = "p-admin"  # the project whose admins are IOStack administrators
+TOKENS = {  # token -> (project id, roles); project names equal ids here
+    "tok-admin": (ADMIN_PROJECT, ["admin"]),
     "tok-t1": ("t1", ["member"]),
     "tok-t2": ("t2", ["member"]),
+    # Keystone's admin role is per project: this is t3's admin, not the cloud's.
+    "tok-t3-admin": ("t3", ["admin"]),
+    "tok-unscoped-admin": (None, ["admin"]),
 }
+SHORT_LIVED = "tok-short"  # a t1 member token that expires a second after it is issued
+EXPIRES: dict[str, datetime] = {}
 
 
 class IdentityHandler(BaseHTTPRequestHandler):
@@ -38,15 +46,17 @@ class IdentityHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _token(self, project, roles, user="u", catalog=()):
-        return {"token": {
+    def _token(self, project, roles, user="u", catalog=(), expires="2099-01-01T00:00:00.000000Z"):
+        token = {
             "catalog": list(catalog),
-            "methods": ["password"], "expires_at": "2099-01-01T00:00:00.000000Z",
+            "methods": ["password"], "expires_at": expires,
             "issued_at": "2026-01-01T00:00:00.000000Z",
             "user": {"id": user, "name": user, "domain": {"id": "default", "name": "Default"}},
-            "project": {"id": project, "name": project,
-                        "domain": {"id": "default", "name": "Default"}},
-            "roles": [{"id": r, "name": r} for r in roles]}}
+            "roles": [{"id": r, "name": r} for r in roles]}
+        if project:
+            token["project"] = {"id": project, "name": project,
+                                "domain": {"id": "default", "name": "Default"}}
+        return {"token": token}
 
     def do_GET(self):  # noqa: N802 - http.server API
         base = f"http://127.0.0.1:{self.server.server_port}"
@@ -59,6 +69,16 @@ class IdentityHandler(BaseHTTPRequestHandler):
                 self._send(401, {"error": {"code": 401}})
                 return
             subject = self.headers.get("X-Subject-Token")
+            if subject == SHORT_LIVED:
+                expires = EXPIRES.setdefault(subject, datetime.now(timezone.utc)
+                                             + timedelta(seconds=1))
+                if datetime.now(timezone.utc) >= expires:
+                    self._send(404, {"error": {"code": 404, "message": "token expired"}})
+                    return
+                body = self._token("t1", ["member"],
+                                   expires=expires.strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
+                self._send(200, body, [("X-Subject-Token", subject)])
+                return
             if subject not in TOKENS:
                 self._send(404, {"error": {"code": 404, "message": "token not found"}})
                 return
@@ -99,9 +119,9 @@ def identity():
     server.shutdown()
 
 
-def keystone_conf(url):
+def keystone_conf(url, **admin):
     return {"auth_url": url + "/v3", "username": "ctl", "password": "service-pass",
-            "project_name": "service"}
+            "project_name": "service", **(admin or {"admin_project_id": ADMIN_PROJECT})}
 
 
 def headers(token):
@@ -139,6 +159,58 @@ def test_keystone_tenants_read_only_their_own_policies(identity, app_config, red
     assert client.post("/v1/explain", headers=headers("tok-t1"), json=explain).status_code == 403
     assert client.post("/v1/explain", headers=headers("tok-t2"), json=explain).status_code == 200
     assert client.get("/v1/policies", headers=headers("tok-admin")).status_code == 200
+
+
+def test_keystone_admin_role_counts_only_in_the_admin_project(identity):
+    for admin in ({"admin_project_id": ADMIN_PROJECT},
+                  {"admin_project_name": ADMIN_PROJECT, "admin_project_domain_name": "Default"}):
+        auth = Authenticator({"admin_token": "x" * 20,
+                              "keystone": keystone_conf(identity, **admin)})
+        assert auth.authenticate(headers("tok-admin")).admin
+        # Admin of their own project: that project's tenant, not a global admin.
+        other = auth.authenticate(headers("tok-t3-admin"))
+        assert (other.admin, other.account) == (False, "AUTH_t3")
+        with pytest.raises(AuthError, match="not scoped to a project"):
+            auth.authenticate(headers("tok-unscoped-admin"))
+    wrong_domain = Authenticator({"admin_token": "x" * 20, "keystone": keystone_conf(
+        identity, admin_project_name=ADMIN_PROJECT, admin_project_domain_name="other")})
+    assert not wrong_domain.authenticate(headers("tok-admin")).admin
+    custom_role = Authenticator({"admin_token": "x" * 20, "keystone": keystone_conf(
+        identity, admin_project_id="t3", admin_roles=["iostack-admin"])})
+    assert not custom_role.authenticate(headers("tok-t3-admin")).admin
+
+
+def test_keystone_without_an_admin_project_is_refused(identity):
+    with pytest.raises(ValueError, match="admin_project_id or admin_project_name"):
+        Authenticator({"admin_token": "x" * 20, "keystone": keystone_conf(
+            identity, admin_roles=["admin"])})
+
+
+def test_keystone_admin_of_another_project_is_no_controller_admin(identity, app_config,
+                                                                  redis_client):
+    client = create_app(app_config | {"keystone": keystone_conf(identity)}).test_client()
+    assert client.get("/v1/policies", headers=headers("tok-t3-admin")).status_code == 403
+    assert client.post("/v1/policies", headers=headers("tok-t3-admin"),
+                       json={"text": "FOR ALL DO SET noop"}).status_code == 403
+    assert client.get("/v1/policies", headers=headers("tok-admin")).status_code == 200
+
+
+def test_cached_validation_never_outlives_the_token(identity):
+    auth = Authenticator({"admin_token": "x" * 20, "keystone": keystone_conf(identity),
+                          "auth_cache_seconds": 60})
+    assert auth.authenticate(headers(SHORT_LIVED)).account == "AUTH_t1"
+    time.sleep(1.2)
+    with pytest.raises(AuthError, match="invalid or expired token"):
+        auth.authenticate(headers(SHORT_LIVED))
+
+
+def test_zero_cache_seconds_validates_every_request(identity):
+    auth = Authenticator({"admin_token": "x" * 20, "keystone": keystone_conf(identity),
+                          "auth_cache_seconds": 0})
+    before = IdentityHandler.calls.count("validate")
+    auth.authenticate(headers("tok-t1"))
+    auth.authenticate(headers("tok-t1"))
+    assert IdentityHandler.calls.count("validate") == before + 2
 
 
 def test_swift_account_check_proves_a_token_for_one_account(identity):

@@ -228,3 +228,26 @@ def test_concurrent_worker_processes_share_the_cache_safely(tmp_path):
     outputs = [(w.communicate(timeout=120)[0], w.returncode) for w in workers]
     assert outputs == [("\n", 0)] * 3
     assert_consistent(tmp_path, CacheStore(tmp_path, 200 * KIB))
+
+
+def test_cache_directories_and_entries_are_private_from_creation(tmp_path, no_chmod):
+    store = CacheStore(tmp_path / "cache", 1 << 20)
+    with store.fill("/v1/AUTH_t1/c/o", "v1", 5, 5) as fill:
+        # The entry being written is already private.
+        assert oct(os.stat(fill.temp_path).st_mode & 0o777) == "0o600"
+        fill.write(b"hello")
+    cache = tmp_path / "cache"
+    modes = {str(p.relative_to(cache)): oct(p.stat().st_mode & 0o777)
+             for p in [cache, *cache.rglob("*")]}
+    expected = {name: "0o700" if (cache / name).is_dir() else "0o600" for name in modes}
+    assert modes == expected
+    assert any(name.startswith("data/") and (cache / name).is_file() for name in modes)
+    assert "index.sqlite3" in modes
+
+
+def test_a_loose_cache_dir_from_before_is_tightened(tmp_path):
+    loose = tmp_path / "cache"
+    loose.mkdir(mode=0o755)
+    os.chmod(loose, 0o755)
+    CacheStore(loose, 1 << 20)
+    assert loose.stat().st_mode & 0o777 == 0o700

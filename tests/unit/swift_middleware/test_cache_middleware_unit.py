@@ -17,19 +17,17 @@ from iostack.swift_middleware.cache_invalidation import REMEMBERED_PATHS, Invali
 from iostack.swift_middleware.cache_policy import caching_rules, entry_version, tenant_request
 from iostack.swift_middleware.cache_worker import CachedObject, WorkerCache, cached_headers
 
-REDIS_URL = os.environ.get("IOSTACK_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 PATH = "/v1/AUTH_t1/c/o"
 
 
 @pytest.fixture
+def redis_url(shared_redis_url) -> str:
+    """The test session's private Redis."""
+    return shared_redis_url
+
+
+@pytest.fixture
 def prefix() -> str:
-    client = redis.Redis.from_url(REDIS_URL)
-    try:
-        client.ping()
-    except redis.ConnectionError as exc:
-        pytest.skip(f"these tests need a Redis server at {REDIS_URL}: {exc}")
-    finally:
-        client.close()
     return f"iostack-test-{uuid.uuid4().hex[:8]}:"
 
 
@@ -48,13 +46,13 @@ class Recorder:
 
 
 @pytest.fixture
-def bus_pair(prefix):
+def bus_pair(prefix, redis_url):
     """Two buses on one channel, like two proxies."""
     made = []
 
     def make() -> tuple[InvalidationBus, Recorder]:
         recorder = Recorder()
-        bus = InvalidationBus(REDIS_URL, prefix, recorder.on_path, recorder.on_reset)
+        bus = InvalidationBus(redis_url, prefix, recorder.on_path, recorder.on_reset)
         assert bus.wait_trusted(5)
         made.append(bus)
         return bus, recorder
@@ -73,9 +71,9 @@ def test_publish_reaches_every_subscriber(bus_pair):
     assert rec_b.paths == [PATH] and rec_a.paths == [PATH]
 
 
-def test_bad_messages_are_ignored(bus_pair, prefix):
+def test_bad_messages_are_ignored(bus_pair, prefix, redis_url):
     bus, recorder = bus_pair()
-    client = redis.Redis.from_url(REDIS_URL)
+    client = redis.Redis.from_url(redis_url)
     for junk in (b"\xff\xfe", b"/etc/passwd", b"/v1/AUTH_t1", b"x" * 9000, b"/v1/" + b"a/" * 5000):
         client.publish(bus.channel, junk)
     client.publish(bus.channel, PATH)
@@ -95,8 +93,8 @@ def test_untrusted_without_redis_and_publish_fails_softly():
         bus.close()
 
 
-def test_tickets():
-    bus = InvalidationBus(REDIS_URL, "unused:", lambda p: None, lambda: None, subscribe=False)
+def test_tickets(redis_url):
+    bus = InvalidationBus(redis_url, "unused:", lambda p: None, lambda: None, subscribe=False)
     before = bus.ticket()
     assert bus.still_valid(PATH, before)
     bus.changed(PATH)
@@ -109,8 +107,8 @@ def test_tickets():
     assert bus.still_valid(PATH, bus.ticket())
 
 
-def test_forgotten_paths_void_older_tickets():
-    bus = InvalidationBus(REDIS_URL, "unused:", lambda p: None, lambda: None, subscribe=False)
+def test_forgotten_paths_void_older_tickets(redis_url):
+    bus = InvalidationBus(redis_url, "unused:", lambda p: None, lambda: None, subscribe=False)
     old = bus.ticket()
     for n in range(REMEMBERED_PATHS + 1):
         bus.changed(f"/v1/AUTH_t1/c/{n}")
@@ -150,8 +148,8 @@ def test_cached_headers_drop_per_response_ones():
 
 
 @pytest.fixture
-def worker(tmp_path, prefix):
-    cache = WorkerCache(str(tmp_path / "cache"), 1 << 20, REDIS_URL, prefix)
+def worker(tmp_path, prefix, redis_url):
+    cache = WorkerCache(str(tmp_path / "cache"), 1 << 20, redis_url, prefix)
     assert cache.bus.wait_trusted(5)
     yield cache
     cache.bus.close()
@@ -206,11 +204,11 @@ def test_interrupted_or_raced_fills_publish_nothing(worker):
     assert os.listdir(os.path.join(worker.store.directory, "tmp")) == []
 
 
-def test_invalidation_message_drops_the_entry(worker, prefix):
+def test_invalidation_message_drops_the_entry(worker, prefix, redis_url):
     body = b"x" * 100
     list(worker.start_fill(PATH, "v", {}, 100, 1000, worker.bus.ticket()).wrap([body]))
     assert worker.lookup(PATH, "v") is not None
-    other = InvalidationBus(REDIS_URL, prefix, lambda p: None, lambda: None, subscribe=False)
+    other = InvalidationBus(redis_url, prefix, lambda p: None, lambda: None, subscribe=False)
     other.publish(PATH)
     other.close()
     store = CacheStore(worker.store.directory, 1 << 20)
@@ -227,10 +225,10 @@ def test_corrupt_entry_is_a_miss_and_dropped(worker):
     assert PATH not in worker.store.paths()
 
 
-def test_unusable_directory_disables_the_cache(tmp_path, prefix):
+def test_unusable_directory_disables_the_cache(tmp_path, prefix, redis_url):
     blocker = tmp_path / "file"
     blocker.write_bytes(b"")
-    cache = WorkerCache(str(blocker / "cache"), 1 << 20, REDIS_URL, prefix)
+    cache = WorkerCache(str(blocker / "cache"), 1 << 20, redis_url, prefix)
     try:
         assert cache.store is None and not cache.usable
         assert cache.lookup(PATH, "v") is None
@@ -272,14 +270,14 @@ def test_only_ordinary_reads_use_the_cache(extra, cacheable):
     assert cacheable_read(env) is cacheable
 
 
-def test_lost_subscription_bypasses_then_empties_the_cache(tmp_path, prefix):
+def test_lost_subscription_bypasses_then_empties_the_cache(tmp_path, prefix, redis_url):
     """Messages published while a worker is not subscribed are lost: it must not trust its
     entries then, and must start empty when it subscribes again."""
     name = f"iostack-test-bus-{uuid.uuid4().hex[:8]}"
-    cache = WorkerCache(str(tmp_path / "cache"), 1 << 20, REDIS_URL, prefix)
+    cache = WorkerCache(str(tmp_path / "cache"), 1 << 20, redis_url, prefix)
     cache.bus.close()
-    cache.bus = InvalidationBus(REDIS_URL, prefix, cache.drop, cache._clear, client_name=name)
-    admin = redis.Redis.from_url(REDIS_URL)
+    cache.bus = InvalidationBus(redis_url, prefix, cache.drop, cache._clear, client_name=name)
+    admin = redis.Redis.from_url(redis_url)
     try:
         assert cache.bus.wait_trusted(5)
         list(cache.start_fill(PATH, "v", {}, 100, 1000, cache.bus.ticket()).wrap([b"x" * 100]))
