@@ -191,22 +191,30 @@ def list_policies():
     return jsonify(policies=_with_actors(_ctl().store.list()))
 
 
+def _dry_run() -> bool:
+    return request.args.get("dry_run", "").lower() in ("1", "true", "yes")
+
+
+def _redact_result(result: dict[str, Any]) -> dict[str, Any]:
+    for field in ("policies", "removed"):
+        result[field] = [_redact(r) for r in result.get(field, [])]
+    return result
+
+
 @bp.post("/policies")
 def add_policies():
-    _admin()
-    dry_run = request.args.get("dry_run", "").lower() in ("1", "true", "yes")
+    principal = _admin()
+    dry_run = _dry_run()
     text = _policy_text()
-    result = _ctl().store.submit(text, dry_run=dry_run)
-    result["policies"] = [_redact(r) for r in result["policies"]]
-    return jsonify(result), (200 if dry_run else 201)
+    result = _ctl().store.submit(text, dry_run=dry_run, who=principal.name)
+    return jsonify(_redact_result(result)), (200 if dry_run else 201)
 
 
 @bp.post("/policies/validate")
 def validate_policies():
     _admin()
     result = _ctl().store.submit(_policy_text(), dry_run=True)
-    result["policies"] = [_redact(r) for r in result["policies"]]
-    return jsonify(result | {"valid": True})
+    return jsonify(_redact_result(result) | {"valid": True})
 
 
 @bp.get("/policies/<pid>")
@@ -217,8 +225,74 @@ def get_policy(pid: str):
 
 @bp.delete("/policies/<pid>")
 def delete_policy(pid: str):
+    principal = _admin()
+    return jsonify(deleted=_redact(_ctl().store.delete(pid, who=principal.name)))
+
+
+# -- policy history -------------------------------------------------------------
+
+
+def history_entries(limit: int | None) -> list[dict[str, Any]]:
+    """History entries, newest first, with the (redacted) text of the policies they name."""
+    history = _ctl().store.history
+    entries = history.entries(limit)
+    ids = {pid for e in entries for pid in e["added"] + e["removed"]}
+    texts = {r["id"]: _redact(r)["text"] for r in history.records(ids)}
+    for entry in entries:
+        for field in ("added", "removed"):
+            entry[f"{field}_policies"] = [{"id": pid, "text": texts.get(pid, "")}
+                                          for pid in entry[field]]
+    return entries
+
+
+def history_diff(old: int, new: int) -> dict[str, Any]:
+    diff = _ctl().store.history.diff(old, new)
+    for field in ("policies_added", "policies_removed"):
+        diff[field] = [_redact(r) for r in diff[field]]
+    for field in ("rules_added", "rules_removed"):
+        _redact_params(diff[field])
+    return diff
+
+
+def _version(text: str | None, name: str) -> int:
+    try:
+        return int(text or "")
+    except ValueError:
+        raise RegistryError(f"{name} must be a history version number") from None
+
+
+@bp.get("/policies/history")
+def policy_history():
     _admin()
-    return jsonify(deleted=_redact(_ctl().store.delete(pid)))
+    limit = request.args.get("limit", type=int)
+    return jsonify(history=history_entries(limit), count=_ctl().store.history.count())
+
+
+@bp.get("/policies/history/diff")
+def policy_history_diff():
+    _admin()
+    return jsonify(history_diff(_version(request.args.get("from"), "from"),
+                                _version(request.args.get("to"), "to")))
+
+
+@bp.get("/policies/history/<version>")
+def policy_history_version(version: str):
+    _admin()
+    history = _ctl().store.history
+    number = _version(version, "version")
+    entry = history.entry(number)
+    change = history_diff(number - 1, number) if number > 0 else history_diff(0, 0)
+    return jsonify(entry | {"policies": [_redact(r) for r in history.policies_at(number)],
+                            "rules_added": change["rules_added"],
+                            "rules_removed": change["rules_removed"]})
+
+
+@bp.post("/policies/history/<version>/rollback")
+def policy_rollback(version: str):
+    principal = _admin()
+    result = _ctl().store.rollback(_version(version, "version"), who=principal.name,
+                                   dry_run=_dry_run())
+    return jsonify(_redact_result(result))
 
 
 @bp.get("/tenants/<account>/policies")
