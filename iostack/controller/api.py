@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,9 @@ def create_app(config: dict[str, Any], client: redis.Redis | None = None) -> Fla
     app.extensions["iostack"] = Controller(config, client)
     app.register_blueprint(bp)
     app.register_error_handler(Exception, _error)
+    from iostack.controller import ui  # the console uses this module's helpers
+
+    ui.register(app)
     return app
 
 
@@ -308,8 +312,19 @@ def tenant_policies(account: str):
 def explain():
     if not request_token(request.headers):
         raise AuthError("authentication required: send X-Auth-Token")
-    data = _body()
+    return jsonify(explain_json(_body(), _principal))
+
+
+def explain_json(data: dict[str, Any],
+                 principal_for: Callable[[str | None], Principal]) -> dict[str, Any]:
+    """What ``POST /v1/explain`` answers for ``data`` (the console shows the same).
+
+    ``principal_for(account)`` is the caller, authenticated for the account
+    the request names (a volume needs an administrator).
+    """
     if "volume" in data:
+        if not principal_for(None).admin:
+            raise AuthError("administrators only", 403)
         return _explain_volume(data)
     method, path = _field(data, "method"), _field(data, "path")
     size = data.get("size")
@@ -322,25 +337,24 @@ def explain():
         req = RequestInfo.from_path(method, path, size=size, headers=headers)
     except ValueError as exc:
         raise RegistryError(str(exc)) from None
-    principal = _principal(req.account)
+    principal = principal_for(req.account)
     if not principal.may_read(req.account):
         raise AuthError("a tenant may explain requests to its own account only", 403)
     resolution = _ctl().store.explain(req).to_json()
     _redact_params(resolution["pipeline"])
-    return jsonify(request={"method": req.method, "account": req.account,
-                            "container": req.container, "object": req.obj, "size": req.size},
-                   **resolution)
+    return {"request": {"method": req.method, "account": req.account,
+                        "container": req.container, "object": req.obj, "size": req.size},
+            **resolution}
 
 
-def _explain_volume(data: dict[str, Any]):
-    _admin()
+def _explain_volume(data: dict[str, Any]) -> dict[str, Any]:
     volume = _field(data, "volume")
     group = data.get("storage_group")
     if group is not None and not isinstance(group, str):
         raise RegistryError("field 'storage_group' must be a str")
     resolution = _ctl().store.block_stack(volume, group).to_json()
     _redact_params(resolution["pipeline"])
-    return jsonify(request={"volume": volume, "storage_group": group}, **resolution)
+    return {"request": {"volume": volume, "storage_group": group}, **resolution}
 
 
 # -- metrics --------------------------------------------------------------------
