@@ -280,7 +280,7 @@ def _latest_table() -> tuple[list[dict[str, Any]], float | None]:
     rows = []
     for name, totals in sorted(latest.targets().items()):
         if _visible(name):
-            rows.append({"target": name, "values": [
+            rows.append({"target": name, "cells": [
                 _scaled(totals.value(metric, latest.seconds), scale)
                 for _, metric, scale, _ in CHARTS]})
     return rows, latest.start
@@ -316,11 +316,11 @@ def _dynamic_for(target: str) -> list[tuple[dict[str, Any], str]]:
 
 @bp.get("/metrics")
 def metrics():
-    rows, _ = _latest_table()
     default = "*" if g.principal.admin else g.principal.account
     target = request.args.get("target") or default
     if not _visible(target):
         raise AuthError("a tenant may watch its own account's metrics only", 403)
+    rows, _ = _latest_table()
     charts = [{"label": label, "metric": metric, "unit": unit.strip(), "scale": scale}
               for label, metric, scale, unit in CHARTS]
     return _page("ui/metrics.html", "metrics", rows=rows, target=target,

@@ -38,7 +38,7 @@ function liveMetrics(section) {
       ctx.setLineDash([]);
       for (const e of events) {
         if (!xs.length || e.time < xs[0]) continue;
-        const x = u.valToPos(e.time, "x", true);
+        const x = Math.min(u.valToPos(e.time, "x", true), left + width);
         ctx.strokeStyle = e.state === "enforced" ? "#1e7b34" : "#5f6368";
         ctx.beginPath(); ctx.moveTo(x, top); ctx.lineTo(x, top + height); ctx.stroke();
         ctx.fillStyle = ctx.strokeStyle;
