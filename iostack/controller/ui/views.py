@@ -29,6 +29,7 @@ from iostack.controller.ui import (
     end_session,
     start_session,
 )
+from iostack.controller.ui.bridge import BlockBridge, BridgeError
 from iostack.dsl.errors import DSLError
 from iostack.monitoring.aggregator import selector
 
@@ -413,19 +414,37 @@ def filters():
 @bp.get("/block")
 def block():
     _admin_only()
-    volumes, groups = set(), set()
+    volumes: dict[str, dict[str, Any]] = {}
+    groups: dict[str, dict[str, Any]] = {}
     for record in _ctl().store.list():
         for target in record["targets"]:
             if target["kind"] == "volume":
-                volumes.add(target["name"])
+                volumes.setdefault(target["name"], {"name": target["name"]})
             elif target["kind"] == "storage_group":
-                groups.add(target["name"])
-    stacks = [{"kind": "storage group", "name": name, "pipeline": _group_stack(name)}
-              for name in sorted(groups)]
-    stacks += [{"kind": "volume", "name": name,
-                "pipeline": api._explain_volume({"volume": name})["pipeline"]}
-               for name in sorted(volumes)]
-    return _page("ui/block.html", "block", stacks=stacks)
+                groups.setdefault(target["name"], {"name": target["name"]})
+    bridge_error = None
+    conf = _ctl().config.get("block_bridge")
+    if conf:
+        try:
+            found_volumes, found_groups = BlockBridge(conf).inventory()
+        except BridgeError as exc:
+            bridge_error = str(exc)
+        else:
+            for volume in found_volumes:
+                volumes.setdefault(volume["name"], {}).update(volume, attached=True)
+            for group in found_groups:
+                groups.setdefault(group["name"], {}).update(group, attached=True)
+    for name, group in groups.items():
+        group["pipeline"] = _group_stack(name)
+    for name, volume in volumes.items():
+        volume["pipeline"] = api._explain_volume({"volume": name})["pipeline"]
+    return _page("ui/block.html", "block", volumes=sorted(volumes.values(), key=_name),
+                 groups=sorted(groups.values(), key=_name), bridge=bool(conf),
+                 bridge_error=bridge_error)
+
+
+def _name(item: dict[str, Any]) -> str:
+    return item["name"]
 
 
 def _group_stack(group: str) -> list[dict[str, Any]]:

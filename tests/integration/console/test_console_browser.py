@@ -178,3 +178,53 @@ def test_every_page_renders_at_desktop_and_phone_width(page, aio, shot):
     page.keyboard.press("Tab")
     assert page.evaluate("document.activeElement.textContent") == "Skip to content"
     assert page.errors == []
+
+
+def bridge_call(aio, method: str, **params):
+    """One JSON-RPC call to the all-in-one's block bridge (its own credentials)."""
+    import base64
+    import json
+    import urllib.request
+
+    bridge = aio["block_bridge"]
+    basic = base64.b64encode(f"{bridge['user']}:{bridge['password']}".encode()).decode()
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode()
+    req = urllib.request.Request(bridge["url"], data=body, method="POST", headers={
+        "Content-Type": "application/json", "Authorization": f"Basic {basic}"})
+    with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310 - loopback
+        reply = json.loads(resp.read())
+    assert "error" not in reply, reply
+    return reply["result"]
+
+
+def test_block_page_lists_the_bridges_volumes_groups_and_stacks(page, aio, policies, shot):
+    from pathlib import Path
+
+    suffix = uuid.uuid4().hex[:6]
+    group, volume = f"gold{suffix}", f"db{suffix}"
+    policies.add(f"FOR STORAGE_GROUP {group} DO SET XOR WITH key=0x11\n"
+                 f"FOR VOLUME {volume} DO SET BITREV")
+    bridge_call(aio, "create_storage_group", name=group, nodes=["node-a", "node-b"],
+                policy={"media_tier": "nvme", "fabric": "iscsi", "iops": 300})
+    backing = Path(aio["state_dir"]) / "block" / f"ui-{suffix}.img"
+    with open(backing, "wb") as f:
+        f.truncate(8 << 20)
+    try:
+        created = bridge_call(aio, "create_filtered_volume", name=volume, device=str(backing),
+                              storage_group=group)
+        login(page, aio["admin_token"])
+        page.get_by_role("link", name="Block").click()
+        row = page.locator(f"#volumes tr[data-name={volume}]")
+        expect(row).to_contain_text(created["iscsi_url"])
+        expect(row.locator(".spec")).to_have_text("iops(read=300,write=300)>xor(key=17)>bitrev")
+        expect(row).to_contain_text("bitrev")
+        group_row = page.locator(f"#groups tr[data-name={group}]")
+        expect(group_row).to_contain_text("node-a, node-b")
+        expect(group_row).to_contain_text("media tier nvme")
+        expect(group_row).to_contain_text("xor(key=17)")
+        shot(page, "block")
+        assert page.errors == []
+    finally:
+        bridge_call(aio, "delete_filtered_volume", name=volume)
+        bridge_call(aio, "delete_storage_group", name=group)
+        backing.unlink(missing_ok=True)
