@@ -160,7 +160,9 @@ def test_a_tenant_sees_only_its_own(page, aio, policies, shot):
     page.errors.clear()  # the refused pages' 403s are logged by the browser
 
 
-def test_every_page_renders_at_desktop_and_phone_width(page, aio, shot):
+def test_every_page_renders_at_desktop_and_phone_width(page, aio, policies, shot):
+    policies.add(f"FOR CONTAINER t1/ui-{uuid.uuid4().hex[:6]} WHEN PUTS_SEC > 1000 "
+                 "DO SET compression WITH level=9, SET noop")
     login(page, aio["admin_token"])
     for name in ("policies", "explain", "metrics", "qos", "filters", "block", "history"):
         response = page.goto(f"/ui/{name}")
