@@ -146,7 +146,12 @@ def marked_source(text: str, diagnostics: list[dict[str, Any]]) -> list[list[dic
     lines = text.split("\n")
     out = []
     for number, line in enumerate(lines, start=1):
-        marks = {d["column"]: d for d in diagnostics if d["line"] == number}
+        marks: dict[int, dict[str, Any]] = {}
+        for d in diagnostics:
+            if d["line"] == number:
+                # Two problems at one place share the mark; its title names both.
+                marks[d["column"]] = d if d["column"] not in marks else marks[d["column"]] | {
+                    "message": f"{marks[d['column']]['message']}; {d['message']}"}
         segments, plain = [], ""
         for column in range(1, max([len(line) + 1, *marks]) + 1):
             char = line[column - 1] if column <= len(line) else " "

@@ -140,3 +140,18 @@ def test_metrics_pages_show_the_last_interval_thresholds_and_events(client, app)
     assert [e["state"] for e in data["events"]] == ["enforced"]
     since = client.get(f"/ui/metrics/data?target=AUTH_t1&since={data['points'][-1][0]}").json
     assert since["points"] == []
+
+
+def test_check_shows_order_and_conflict_warnings_before_saving(client, admin):
+    csrf = log_in(client)
+    client.post("/v1/policies", json={"text": "FOR TENANT t1 DO SET compression WITH level=3"},
+                headers=admin)
+    text = "FOR TENANT t1 DO SET encryption, SET compression WITH level=5"
+    html = client.post("/ui/policies/check", data={"text": text},
+                       headers={"X-CSRF-Token": csrf}).get_data(as_text=True)
+    assert "Valid: 1 policy, with 2 warnings (read them before saving)" in html
+    assert "compression will run before encryption" in html
+    assert "already set by policy P1" in html
+    (title,) = re.findall(r'<mark class="warning"[^>]*title="([^"]*)"', html)
+    assert "will run before encryption" in title and "already set by policy P1" in title
+    assert len(client.get("/v1/policies", headers=admin).json["policies"]) == 1  # not saved
