@@ -97,7 +97,7 @@ def server_time(info: dict, repeat: int) -> list[list]:
             (f"policies page, {POLICIES} policies", "/ui/policies"),
             (f"metrics page, {TENANTS} tenants", "/ui/metrics"),
             ("metrics table fragment", "/ui/metrics/table"),
-            ("chart data, first load (120 intervals)", "/ui/metrics/data?target=*"),
+            ("chart data, first load (60 intervals)", "/ui/metrics/data?target=*"),
             ("chart data, one poll", f"/ui/metrics/data?target=*&since={last - 1}"),
             ("history page (last 200 changes)", "/ui/history"),
         ]:

@@ -13,7 +13,7 @@ import time
 from typing import Any
 from urllib.parse import quote
 
-from flask import g, jsonify, redirect, render_template, request
+from flask import current_app, g, jsonify, redirect, render_template, request
 from werkzeug.exceptions import HTTPException
 
 from iostack.controller import api
@@ -44,6 +44,7 @@ NAV = (("policies", "Policies", False), ("explain", "Explain", False),
        ("metrics", "Live metrics", False), ("qos", "QoS", True),
        ("filters", "Filters", True), ("block", "Block", True), ("history", "History", True))
 HISTORY_SHOWN = 200
+FIRST_LOAD = 60  # intervals a chart starts with; it then grows to app.js's KEEP
 PUBLIC = ("ui.login", "ui.static")
 
 
@@ -306,11 +307,11 @@ def _dynamic_for(target: str) -> list[tuple[dict[str, Any], str]]:
     """(dynamic policy record, its actor target key) whose metric target is ``target``."""
     ctl = _ctl()
     version = ctl.redis.get(ctl.keys.version)
-    cached = getattr(ctl, "ui_dynamic", None)
+    cache = current_app.extensions.setdefault("iostack_ui", {})
+    cached = cache.get("dynamic")
     if cached is None or cached[0] != version:
         # Policies change rarely and pages poll every interval: parse them once per version.
-        cached = (version, [r for r in ctl.store.list() if r["dynamic"]])
-        ctl.ui_dynamic = cached
+        cached = cache["dynamic"] = (version, [r for r in ctl.store.list() if r["dynamic"]])
     groups = ctl.registries.vocabulary().groups
     found = []
     for record in cached[1]:
@@ -348,7 +349,7 @@ def metrics_data():
         raise AuthError("a tenant may watch its own account's metrics only", 403)
     since = request.args.get("since", type=float)
     loop = _control_loop()
-    intervals = loop.aggregator.intervals(since=since, last=None if since else 120)
+    intervals = loop.aggregator.intervals(since=since, last=None if since else FIRST_LOAD)
     select = selector(target)
     points = []
     for interval in intervals:

@@ -230,3 +230,28 @@ def test_block_page_lists_the_bridges_volumes_groups_and_stacks(page, aio, polic
         bridge_call(aio, "delete_filtered_volume", name=volume)
         bridge_call(aio, "delete_storage_group", name=group)
         backing.unlink(missing_ok=True)
+
+
+def test_qos_page_shows_assigned_and_achieved_per_tenant_and_proxy(page, aio, policies,
+                                                                    swift_for, shot):
+    policies.add("FOR TENANT t3 DO SET BANDWIDTH WITH get=30MBps")
+    conn = swift_for("t3")
+    container = f"ui-qos-{uuid.uuid4().hex[:6]}"
+    conn.put_container(container)
+    conn.put_object(container, "o", b"q" * (256 << 10))
+    login(page, aio["admin_token"])
+    row = page.locator("#qos-scopes tr", has_text="AUTH_t3")
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        for _ in range(5):
+            conn.get_object(container, "o")
+        page.goto("/ui/qos")
+        if row.count() and "30 MB/s" in row.first.inner_text():
+            break
+    expect(row.first).to_contain_text("cap 30 MB/s")
+    cells = row.first.locator("td").all_inner_texts()
+    assert cells[0] == "get" and cells[2].endswith("MB/s") and cells[3].endswith("MB/s")
+    expect(page.locator("#qos-proxies tr", has_text="AUTH_t3").first).to_contain_text("get")
+    expect(page.locator("#capacity")).to_contain_text("GET")
+    shot(page, "qos")
+    assert page.errors == []

@@ -155,3 +155,15 @@ def test_check_shows_order_and_conflict_warnings_before_saving(client, admin):
     (title,) = re.findall(r'<mark class="warning"[^>]*title="([^"]*)"', html)
     assert "will run before encryption" in title and "already set by policy P1" in title
     assert len(client.get("/v1/policies", headers=admin).json["policies"]) == 1  # not saved
+
+
+def test_text_from_policies_and_errors_is_escaped(client, admin):
+    csrf = log_in(client)
+    hostile = 'FOR TENANT t1 DO SET noop WITH x="<img src=x onerror=alert(1)>"'
+    html = client.post("/ui/policies/check", data={"text": hostile},
+                       headers={"X-CSRF-Token": csrf}).get_data(as_text=True)
+    assert "<img" not in html and "&lt;img" in html
+    meta = {"description": "<script>alert(1)</script>", "params": []}
+    client.put("/v1/filters/evil", json=meta, headers=admin)
+    page = client.get("/ui/filters").get_data(as_text=True)
+    assert "<script>alert(1)" not in page and "&lt;script&gt;" in page
