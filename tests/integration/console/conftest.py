@@ -1,7 +1,7 @@
 """A real browser on the console: Debian's Chromium driven by Playwright (never its own browser).
 
 ``page`` is a fresh browser context (its own cookies) on the aio's controller;
-``login(page, token, account=None)`` logs in through the form; ``shot(page,
+``shot(page,
 name)`` saves a screenshot under ``<test state dir>/artifacts/console/``
 (``$IOSTACK_TEST_STATE_DIR``, default ``.iostack-test``: it outlives the
 session's private stack, whose own state dir is removed when it stops).
@@ -67,21 +67,3 @@ def shot(artifacts):
         tab.screenshot(path=str(path), full_page=full_page)
         return path
     return save
-
-
-def login(tab, token: str, account: str | None = None) -> None:
-    tab.goto("/ui/login")
-    tab.get_by_label("Token", exact=True).fill(token)
-    if account:
-        tab.get_by_label("Account").fill(account)
-    tab.get_by_role("button", name="Log in").click()
-    tab.wait_for_url("**/ui/policies")
-
-
-def tenant_token(aio, tenant: str) -> tuple[str, str]:
-    """(token, account) of a tenant, from Swift's own auth."""
-    import swiftclient
-
-    creds = aio["tenants"][tenant]
-    url, token = swiftclient.get_auth(aio["auth_url"], creds["user"], creds["key"])
-    return token, url.rstrip("/").rsplit("/", 1)[1]

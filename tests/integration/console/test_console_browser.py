@@ -11,7 +11,7 @@ import time
 import uuid
 
 import pytest
-from conftest import login, tenant_token
+from console_helpers import login, tenant_token
 from playwright.sync_api import expect
 
 pytestmark = pytest.mark.integration

@@ -8,11 +8,12 @@ import time
 import types
 
 import pytest
-from conftest import ADMIN_TOKEN
 
 from iostack.controller.auth import Principal
 from iostack.controller.ui.views import marked_source
 from iostack.monitoring.aggregator import Aggregator
+
+ADMIN_TOKEN = "admin-token-for-tests-0123456789"  # the unit conftest's app_config
 
 
 @pytest.fixture
