@@ -236,13 +236,21 @@ def _headers(text: str) -> dict[str, str]:
     return headers
 
 
+ENTRY_SHOWN = ("filter", "params", "stage", "sandboxed", "order", "sources", "methods")
+
+
 def _why(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """Pipeline entries, each with the notes that concern its filter (why it applies)."""
+    """Pipeline entries, each with the notes that concern its filter (why it applies).
+
+    Whatever else explain says about an entry (fields this page does not
+    know yet) is listed under ``more``, so a richer explain shows up here as is.
+    """
     rows = []
     for entry in result["pipeline"]:
         notes = [n for n in result["notes"]
                  if n["filter"] == entry["filter"] and n["outcome"] == "applied"]
-        rows.append(entry | {"why": notes})
+        more = {k: v for k, v in entry.items() if k not in ENTRY_SHOWN and v}
+        rows.append(entry | {"why": notes, "more": more})
     return rows
 
 

@@ -168,3 +168,27 @@ def test_text_from_policies_and_errors_is_escaped(client, admin):
     client.put("/v1/filters/evil", json=meta, headers=admin)
     page = client.get("/ui/filters").get_data(as_text=True)
     assert "<script>alert(1)" not in page and "&lt;script&gt;" in page
+
+
+def test_explain_shows_the_reason_and_any_further_detail_explain_gives(client, admin,
+                                                                      monkeypatch):
+    from iostack.controller import api
+
+    csrf = log_in(client)
+    client.post("/v1/policies", json={"text": "FOR CONTAINER t1/c DO SET noop"}, headers=admin)
+    html = client.post("/ui/explain", data={"method": "PUT", "path": "/v1/AUTH_t1/c/o",
+                                            "csrf": csrf}).get_data(as_text=True)
+    assert 'data-filter="noop"' in html and "<strong>P1</strong> at container level" in html
+    real = api.explain_json
+
+    def richer(data, principal_for):
+        result = real(data, principal_for)
+        result["pipeline"][0]["condition"] = "TO OBJECT_SIZE > 1M"
+        result["notes"][0]["condition"] = "OBJECT_SIZE > 1M held"
+        return result
+
+    monkeypatch.setattr(api, "explain_json", richer)
+    html = client.post("/ui/explain", data={"method": "PUT", "path": "/v1/AUTH_t1/c/o",
+                                            "csrf": csrf}).get_data(as_text=True)
+    assert "condition: TO OBJECT_SIZE &gt; 1M" in html
+    assert "condition: OBJECT_SIZE &gt; 1M held" in html
