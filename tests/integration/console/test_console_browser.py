@@ -176,9 +176,16 @@ def test_every_page_renders_at_desktop_and_phone_width(page, aio, policies, shot
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= 390, f"the page is {width}px wide on a 390px screen"
     shot(page, "phone-policies", full_page=False)
-    # Keyboard: the skip link comes first and takes focus visibly.
+    # Keyboard: the skip link comes first, then the navigation; focus is visible.
     page.keyboard.press("Tab")
     assert page.evaluate("document.activeElement.textContent") == "Skip to content"
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.textContent") == "Policies"
+    outline = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
+    assert outline == "solid"
+    page.keyboard.press("Tab")
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(re.compile(r"/ui/explain$"))
     assert page.errors == []
 
 

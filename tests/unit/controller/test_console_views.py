@@ -192,3 +192,19 @@ def test_explain_shows_the_reason_and_any_further_detail_explain_gives(client, a
                                             "csrf": csrf}).get_data(as_text=True)
     assert "condition: TO OBJECT_SIZE &gt; 1M" in html
     assert "condition: OBJECT_SIZE &gt; 1M held" in html
+
+
+def test_a_token_revoked_after_login_ends_the_session(client, app, redis_client, keys):
+    from iostack.controller.auth import AuthError
+
+    ctl = app.extensions["iostack"]
+    ctl.auth.authenticate = lambda headers, account=None: Principal(True, name="bob")
+    log_in(client, token="keystone-token-of-bob")
+    assert client.get("/ui/history").status_code == 200
+
+    def revoked(headers, account=None):
+        raise AuthError("invalid or expired token")
+
+    ctl.auth.authenticate = revoked  # Keystone now says no
+    assert client.get("/ui/history").headers["Location"].endswith("/ui/login")
+    assert list(redis_client.scan_iter(keys.ui_sessions + "*")) == []
