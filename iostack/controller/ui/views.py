@@ -140,8 +140,26 @@ def _policies() -> list[dict[str, Any]]:
     page's server time with 1,000 policies.
     """
     store = _ctl().store
-    records = store.list() if g.principal.admin else store.for_tenant(g.principal.account)
-    return api._with_actors([{k: v for k, v in r.items() if k != "rules"} for r in records])
+    if g.principal.admin:
+        return api._with_actors([{k: v for k, v in r.items() if k != "rules"}
+                                 for r in store.list()])
+    records = api._with_actors([{k: v for k, v in r.items() if k != "rules"}
+                                for r in store.for_tenant(g.principal.account)])
+    for record in records:
+        if "actor" in record:
+            # A policy on several tenants has an actor state (and metric values) per
+            # target: a tenant sees the state of its own targets only.
+            record["actor"] = {"targets": {
+                key: {"state": state["state"]}
+                for key, state in record["actor"].get("targets", {}).items()
+                if _concerns(key, g.principal.account)}}
+    return records
+
+
+def _concerns(target_key: str, account: str) -> bool:
+    """Whether an actor target (``kind:name``) is the account or in it."""
+    _, name = target_key.split(":", 1)
+    return name == account or name.startswith(f"{account}/")
 
 
 def marked_source(text: str, diagnostics: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:

@@ -208,3 +208,21 @@ def test_a_token_revoked_after_login_ends_the_session(client, app, redis_client,
     ctl.auth.authenticate = revoked  # Keystone now says no
     assert client.get("/ui/history").headers["Location"].endswith("/ui/login")
     assert list(redis_client.scan_iter(keys.ui_sessions + "*")) == []
+
+
+def test_a_tenant_sees_its_own_actor_state_not_another_tenants_values(client, app,
+                                                                       redis_client, keys):
+    import json
+
+    ctl = app.extensions["iostack"]
+    ctl.registries.add_tenant("t2")
+    (record,) = ctl.store.submit("FOR TENANT t1, TENANT t2 WHEN PUTS_SEC > 3 "
+                                 "DO SET noop")["policies"]
+    redis_client.hset(keys.actors, record["id"], json.dumps({"policy": record["id"], "targets": {
+        "tenant:AUTH_t1": {"state": "idle", "values": {"PUTS_SEC": 1.5}},
+        "tenant:AUTH_t2": {"state": "enforced", "values": {"PUTS_SEC": 987.25}}}}))
+    ctl.auth.authenticate = lambda headers, account=None: Principal(False, "AUTH_t1", "alice")
+    log_in(client, token="keystone-token-of-alice")
+    html = client.get("/ui/policies").get_data(as_text=True)
+    assert 'data-actor-target="tenant:AUTH_t1" data-state="idle"' in html
+    assert "tenant:AUTH_t2" not in html and "987.25" not in html
