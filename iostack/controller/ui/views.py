@@ -402,9 +402,10 @@ def metrics_data():
         state = (json.loads(raw)["targets"].get(key, {}) if raw else {})
         actors.append({"policy": record["id"], "target": key, "text": record["text"],
                        "state": state.get("state", "waiting for metrics")})
-    ids = {r["id"] for r, _ in policies}
+    # Only this target's switches: a policy on several targets has events for each.
+    shown = {(r["id"], key) for r, key in policies}
     events = [e for e in _ctl().store.history.events(since=time.time() - 600)
-              if e["policy"] in ids]
+              if (e["policy"], target_key(e["level"], e["target"])) in shown]
     return jsonify(target=target, seconds=intervals[-1].seconds if intervals else None,
                    metrics=[m for _, m, _, _ in CHARTS], points=points,
                    thresholds=thresholds, actors=actors, events=events)

@@ -226,3 +226,11 @@ def test_a_tenant_sees_its_own_actor_state_not_another_tenants_values(client, ap
     html = client.get("/ui/policies").get_data(as_text=True)
     assert 'data-actor-target="tenant:AUTH_t1" data-state="idle"' in html
     assert "tenant:AUTH_t2" not in html and "987.25" not in html
+    ctl.control_loop = types.SimpleNamespace(aggregator=Aggregator())
+    ctl.store.enforce(record["id"], ("tenant", "AUTH_t2"))
+    data = client.get("/ui/metrics/data?target=AUTH_t1").json
+    assert data["events"] == []  # the switch on AUTH_t2 is not AUTH_t1's
+    assert [a["target"] for a in data["actors"]] == ["tenant:AUTH_t1"]
+    ctl.store.enforce(record["id"], ("tenant", "AUTH_t1"))
+    data = client.get("/ui/metrics/data?target=AUTH_t1").json
+    assert [(e["target"], e["state"]) for e in data["events"]] == [("AUTH_t1", "enforced")]
