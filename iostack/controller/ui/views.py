@@ -156,9 +156,9 @@ def _policies() -> list[dict[str, Any]]:
     return records
 
 
-def _concerns(target_key: str, account: str) -> bool:
+def _concerns(key: str, account: str) -> bool:
     """Whether an actor target (``kind:name``) is the account or in it."""
-    _, name = target_key.split(":", 1)
+    _, name = key.split(":", 1)
     return name == account or name.startswith(f"{account}/")
 
 
@@ -304,15 +304,8 @@ def _visible(target: str) -> bool:
     return g.principal.admin or target == account or target.startswith(f"{account}/")
 
 
-def _control_loop():
-    loop = _ctl().control_loop
-    if loop is None:
-        raise RegistryError("this controller does not collect metrics", 503)
-    return loop
-
-
 def _latest_table() -> tuple[list[dict[str, Any]], float | None]:
-    latest = _control_loop().aggregator.latest()
+    latest = api._control_loop().aggregator.latest()
     if latest is None:
         return [], None
     rows = []
@@ -379,7 +372,7 @@ def metrics_data():
     if not _visible(target):
         raise AuthError("a tenant may watch its own account's metrics only", 403)
     since = request.args.get("since", type=float)
-    loop = _control_loop()
+    loop = api._control_loop()
     intervals = loop.aggregator.intervals(since=since, last=None if since else FIRST_LOAD)
     select = selector(target)
     points = []
@@ -417,7 +410,7 @@ def metrics_data():
 @bp.get("/qos")
 def qos():
     _admin_only()
-    loop = _control_loop()
+    loop = api._control_loop()
     scopes = []
     for scope, row in sorted(loop.qos.status().items()):
         slo = row.get("slo") or {}
