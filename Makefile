@@ -10,9 +10,9 @@ NATIVE_DIRS := $(wildcard iostack/*/native)
 
 export IOSTACK_STATE_DIR := $(STATE_DIR)
 
-.PHONY: setup native run stop status test unit integration lint bench clean
+.PHONY: setup native assets run stop status test unit integration lint bench clean
 
-setup: $(INSTALLED) native
+setup: $(INSTALLED) native assets
 
 # apt packages, then the virtualenv with the project installed editable.
 $(INSTALLED): pyproject.toml deploy/apt-packages.txt deploy/bootstrap.sh
@@ -25,6 +25,10 @@ $(INSTALLED): pyproject.toml deploy/apt-packages.txt deploy/bootstrap.sh
 # Native parts (C libraries, plugins) each build with their own Makefile.
 native: $(INSTALLED)
 	@for d in $(NATIVE_DIRS); do $(MAKE) -s -C $$d || exit 1; done
+
+# The admin console's browser libraries, vendored from the npm registry (no CDN at run time).
+assets: $(INSTALLED)
+	deploy/ui-assets.sh
 
 run: setup
 	$(VENV)/bin/iostack aio start --state-dir $(STATE_DIR)

@@ -76,6 +76,7 @@ def summary(info: dict[str, Any]) -> str:
         f"  S3 endpoint:        {info['s3_url']}  (region {info['s3_region']}; "
         "access key = user, secret = key)",
         f"  Controller API:     {info['controller_url']}/v1  admin token {info['admin_token']}",
+        f"  Admin console:      {info['controller_url']}/ui  (log in with the admin token)",
         f"  Redis:              {redact(info['redis_url'])}",
         f"  RabbitMQ:           {redact(info['amqp_url'])}",
         "  Tenants:",

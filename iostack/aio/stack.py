@@ -128,6 +128,11 @@ class AllInOne:
             "qos_capacity_put": cfg.qos_capacity_put,
             # Lets tenants read their own policies with their Swift token.
             "swift_url": cfg.proxy_url,
+            # The console's Block page lists the bridge's volumes and storage groups.
+            "block_bridge": {
+                "url": f"http://{cfg.host}:{cfg.block_port}/targetrpc", "user": "admin",
+                "password": aio_secrets.generated_secret(self.state_dir, "block_bridge_password"),
+            },
             "tenants": list(aio_secrets.TENANTS),
         })
         self._start_process(

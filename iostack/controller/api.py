@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -65,6 +66,9 @@ def create_app(config: dict[str, Any], client: redis.Redis | None = None) -> Fla
     app.extensions["iostack"] = Controller(config, client)
     app.register_blueprint(bp)
     app.register_error_handler(Exception, _error)
+    from iostack.controller import ui  # the console uses this module's helpers
+
+    ui.register(app)
     return app
 
 
@@ -197,22 +201,30 @@ def list_policies():
     return jsonify(policies=_with_actors(_ctl().store.list()))
 
 
+def _dry_run() -> bool:
+    return request.args.get("dry_run", "").lower() in ("1", "true", "yes")
+
+
+def _redact_result(result: dict[str, Any]) -> dict[str, Any]:
+    for field in ("policies", "removed"):
+        result[field] = [_redact(r) for r in result.get(field, [])]
+    return result
+
+
 @bp.post("/policies")
 def add_policies():
-    _admin()
-    dry_run = request.args.get("dry_run", "").lower() in ("1", "true", "yes")
+    principal = _admin()
+    dry_run = _dry_run()
     text = _policy_text()
-    result = _ctl().store.submit(text, dry_run=dry_run)
-    result["policies"] = [_redact(r) for r in result["policies"]]
-    return jsonify(result), (200 if dry_run else 201)
+    result = _ctl().store.submit(text, dry_run=dry_run, who=principal.name)
+    return jsonify(_redact_result(result)), (200 if dry_run else 201)
 
 
 @bp.post("/policies/validate")
 def validate_policies():
     _admin()
     result = _ctl().store.submit(_policy_text(), dry_run=True)
-    result["policies"] = [_redact(r) for r in result["policies"]]
-    return jsonify(result | {"valid": True})
+    return jsonify(_redact_result(result) | {"valid": True})
 
 
 @bp.get("/policies/<pid>")
@@ -223,8 +235,74 @@ def get_policy(pid: str):
 
 @bp.delete("/policies/<pid>")
 def delete_policy(pid: str):
+    principal = _admin()
+    return jsonify(deleted=_redact(_ctl().store.delete(pid, who=principal.name)))
+
+
+# -- policy history -------------------------------------------------------------
+
+
+def history_entries(limit: int | None) -> list[dict[str, Any]]:
+    """History entries, newest first, with the (redacted) text of the policies they name."""
+    history = _ctl().store.history
+    entries = history.entries(limit)
+    ids = {pid for e in entries for pid in e["added"] + e["removed"]}
+    texts = {r["id"]: _redact(r)["text"] for r in history.records(ids)}
+    for entry in entries:
+        for field in ("added", "removed"):
+            entry[f"{field}_policies"] = [{"id": pid, "text": texts.get(pid, "")}
+                                          for pid in entry[field]]
+    return entries
+
+
+def history_diff(old: int, new: int) -> dict[str, Any]:
+    diff = _ctl().store.history.diff(old, new)
+    for field in ("policies_added", "policies_removed"):
+        diff[field] = [_redact(r) for r in diff[field]]
+    for field in ("rules_added", "rules_removed"):
+        _redact_params(diff[field])
+    return diff
+
+
+def _version(text: str | None, name: str) -> int:
+    try:
+        return int(text or "")
+    except ValueError:
+        raise RegistryError(f"{name} must be a history version number") from None
+
+
+@bp.get("/policies/history")
+def policy_history():
     _admin()
-    return jsonify(deleted=_redact(_ctl().store.delete(pid)))
+    limit = request.args.get("limit", type=int)
+    return jsonify(history=history_entries(limit), count=_ctl().store.history.count())
+
+
+@bp.get("/policies/history/diff")
+def policy_history_diff():
+    _admin()
+    return jsonify(history_diff(_version(request.args.get("from"), "from"),
+                                _version(request.args.get("to"), "to")))
+
+
+@bp.get("/policies/history/<version>")
+def policy_history_version(version: str):
+    _admin()
+    history = _ctl().store.history
+    number = _version(version, "version")
+    entry = history.entry(number)
+    change = history_diff(number - 1, number) if number > 0 else history_diff(0, 0)
+    return jsonify(entry | {"policies": [_redact(r) for r in history.policies_at(number)],
+                            "rules_added": change["rules_added"],
+                            "rules_removed": change["rules_removed"]})
+
+
+@bp.post("/policies/history/<version>/rollback")
+def policy_rollback(version: str):
+    principal = _admin()
+    result = _ctl().store.rollback(_version(version, "version"), who=principal.name,
+                                   dry_run=_dry_run())
+    return jsonify(_redact_result(result))
 
 
 @bp.get("/tenants/<account>/policies")
@@ -240,8 +318,19 @@ def tenant_policies(account: str):
 def explain():
     if not request_token(request.headers):
         raise AuthError("authentication required: send X-Auth-Token")
-    data = _body()
+    return jsonify(explain_json(_body(), _principal))
+
+
+def explain_json(data: dict[str, Any],
+                 principal_for: Callable[[str | None], Principal]) -> dict[str, Any]:
+    """What ``POST /v1/explain`` answers for ``data`` (the console shows the same).
+
+    ``principal_for(account)`` is the caller, authenticated for the account
+    the request names (a volume needs an administrator).
+    """
     if "volume" in data:
+        if not principal_for(None).admin:
+            raise AuthError("administrators only", 403)
         return _explain_volume(data)
     method, path = _field(data, "method"), _field(data, "path")
     size = data.get("size")
@@ -255,16 +344,16 @@ def explain():
         view, resolution = store.explain(method, path, headers, size)
     except ValueError as exc:
         raise RegistryError(str(exc)) from None
-    principal = _principal(view.account)
+    principal = principal_for(view.account)
     if not principal.may_read(view.account):
         raise AuthError("a tenant may explain requests to its own account only", 403)
     answer = resolution.to_json()
     _redact_params(answer["pipeline"])
-    return jsonify(request={"method": view.method, "account": view.account,
-                            "container": view.container, "object": view.obj, "size": view.size,
-                            "policy_paths": [list(p) for p in view.policy_paths]},
-                   warnings=_manifest_warnings(store, view, resolution, headers),
-                   **answer)
+    return {"request": {"method": view.method, "account": view.account,
+                        "container": view.container, "object": view.obj, "size": view.size,
+                        "policy_paths": [list(p) for p in view.policy_paths]},
+            "warnings": _manifest_warnings(store, view, resolution, headers),
+            **answer}
 
 
 def _manifest_warnings(store, view, resolution, headers: dict[str, str]) -> list[str]:
@@ -291,15 +380,14 @@ def _manifest_warnings(store, view, resolution, headers: dict[str, str]) -> list
             f"{', '.join(missing)}, which applies to this manifest"]
 
 
-def _explain_volume(data: dict[str, Any]):
-    _admin()
+def _explain_volume(data: dict[str, Any]) -> dict[str, Any]:
     volume = _field(data, "volume")
     group = data.get("storage_group")
     if group is not None and not isinstance(group, str):
         raise RegistryError("field 'storage_group' must be a str")
     resolution = _ctl().store.block_stack(volume, group).to_json()
     _redact_params(resolution["pipeline"])
-    return jsonify(request={"volume": volume, "storage_group": group}, **resolution)
+    return {"request": {"volume": volume, "storage_group": group}, **resolution}
 
 
 # -- block bridge ---------------------------------------------------------------

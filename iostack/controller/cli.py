@@ -10,6 +10,9 @@ stderr, with line and column for policy text), 3 controller unreachable.
     iostack policy add -f policies.txt
     iostack policy explain PUT /v1/AUTH_t1/logs/a.csv --size 2M --header X-Object-Meta-Class:hot
     iostack policy explain VOLUME vol7 --storage-group gold
+    iostack policy history                 # every change: who, when, what
+    iostack policy diff 3 5                # policies and compiled rules between versions
+    iostack policy rollback 3              # back to version 3, atomically
     iostack metrics watch                  # live per-tenant metrics and policy actors
     iostack metric show PUTS_SEC t1 --last 30
 """
@@ -199,6 +202,61 @@ def policy_explain(client: ControllerClient, args) -> Any:
         print(table(["FILTER", "POLICY", "LEVEL", "OUTCOME", "WHY"],
                     [[n["filter"], n["policy"] or "-", n["level"] or "-", n["outcome"],
                       n["reason"]] for n in others], max_width=80))
+    return None
+
+
+def _rule_line(rule: dict[str, Any]) -> str:
+    params = f"({_params(rule['params'])})" if rule["params"] else ""
+    return (f"{rule['level']} {rule['target']}: {rule['verb'].upper()} {rule['filter']}{params}"
+            f" [{rule.get('stage') or 'default stage'}]")
+
+
+def policy_history(client: ControllerClient, args) -> Any:
+    result = client.history(args.limit)
+    if args.json:
+        return result
+    rows = []
+    for entry in result["history"]:
+        changes = [f"+{p['id']} {p['text']}" for p in entry["added_policies"]]
+        changes += [f"-{p['id']} {p['text']}" for p in entry["removed_policies"]]
+        rows.append([entry["version"], entry["at"], entry["who"] or "-",
+                     entry["op"] + (f" ({entry['note']})" if entry["note"] else ""),
+                     "; ".join(changes) or "-"])
+    print(table(["VERSION", "WHEN", "WHO", "CHANGE", "POLICIES"], rows, max_width=90))
+    return None
+
+
+def policy_diff(client: ControllerClient, args) -> Any:
+    diff = client.history_diff(args.old, args.new)
+    if args.json:
+        return diff
+    print(f"--- version {diff['from']}\n+++ version {diff['to']}")
+    for record in diff["policies_removed"]:
+        print(f"- {record['text']}")
+    for record in diff["policies_added"]:
+        print(f"+ {record['text']}")
+    if diff["rules_removed"] or diff["rules_added"]:
+        print("compiled rules:")
+    for rule in diff["rules_removed"]:
+        print(f"- {_rule_line(rule)}")
+    for rule in diff["rules_added"]:
+        print(f"+ {_rule_line(rule)}")
+    return None
+
+
+def policy_rollback(client: ControllerClient, args) -> Any:
+    result = client.rollback(args.version, dry_run=args.dry_run)
+    _warnings(result)
+    if args.json:
+        return result
+    for record in result["removed"]:
+        print(f"removed {record['id']}: {record['text']}")
+    for record in result["policies"]:
+        print(f"added {record['id']}: {record['text']}")
+    if not result["removed"] and not result["policies"]:
+        print(f"nothing to do: the policies are those of version {args.version}")
+    if args.dry_run:
+        print("dry run: nothing was changed")
     return None
 
 
@@ -427,6 +485,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _verb(policy, "rm", policy_rm, "remove policies", common).add_argument("ids", nargs="+")
     _verb(policy, "tenant", policy_tenant, "policies that apply to an account",
           common).add_argument("account")
+    history = _verb(policy, "history", policy_history, "every policy change, newest first",
+                    common)
+    history.add_argument("--limit", type=int, help="only the last N changes")
+    diff = _verb(policy, "diff", policy_diff, "what changed between two history versions",
+                 common)
+    diff.add_argument("old", type=int)
+    diff.add_argument("new", type=int)
+    rollback = _verb(policy, "rollback", policy_rollback,
+                     "make the policies those of a history version (atomically)", common)
+    rollback.add_argument("version", type=int)
+    rollback.add_argument("--dry-run", action="store_true", help="check and compile only")
     explain = _verb(policy, "explain", policy_explain, "which filters a request gets, and why",
                     common)
     explain.add_argument("method", help="GET, PUT, ... or VOLUME")

@@ -94,6 +94,19 @@ class ControllerClient:
     def delete_policy(self, pid: str) -> dict[str, Any]:
         return self.request("DELETE", f"/policies/{quote(pid, safe='')}")
 
+    def history(self, limit: int | None = None) -> dict[str, Any]:
+        return self.request("GET", "/policies/history", query={"limit": limit} if limit else None)
+
+    def history_version(self, version: int) -> dict[str, Any]:
+        return self.request("GET", f"/policies/history/{int(version)}")
+
+    def history_diff(self, old: int, new: int) -> dict[str, Any]:
+        return self.request("GET", "/policies/history/diff", query={"from": old, "to": new})
+
+    def rollback(self, version: int, dry_run: bool = False) -> dict[str, Any]:
+        return self.request("POST", f"/policies/history/{int(version)}/rollback",
+                            query={"dry_run": "true"} if dry_run else None)
+
     def tenant_policies(self, account: str) -> dict[str, Any]:
         return self.request("GET", f"/tenants/{quote(account, safe='')}/policies")
 

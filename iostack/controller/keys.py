@@ -24,6 +24,10 @@ key (after the prefix)                type     value
                                                it the data path refuses writes (503)
 ``actors``                            hash     policy id -> its actor's state JSON
 ``qos``                               hash     bandwidth scope -> SLO, assigned vs achieved
+``history``                           list     policy changes, version = index (``history``)
+``history:policies``                  hash     policy id -> its record as submitted (kept)
+``actor_events``                      list     actors' enforce/revert events, newest first
+``ui:session:<sha256>``               string   a console login (token, account), with a TTL
 ``invalidate``                        channel  pub/sub: the new version after each change
 ``cache:invalidate``                  channel  pub/sub: object paths written through a proxy
                                                (the proxy cache drops them; see
@@ -62,6 +66,10 @@ class KeySpace:
         self.qos = prefix + "qos"
         self.invalidate = prefix + "invalidate"
         self.cache_invalidate = prefix + "cache:invalidate"
+        self.history = prefix + "history"
+        self.history_policies = prefix + "history:policies"
+        self.actor_events = prefix + "actor_events"
+        self.ui_sessions = prefix + "ui:session:"
 
     def rules(self, level: str, target: str) -> str:
         if level not in LEVELS:

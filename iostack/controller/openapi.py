@@ -48,6 +48,23 @@ def openapi_document() -> dict[str, Any]:
                         [{"name": "dry_run", "in": "query", "schema": {"type": "boolean"}}]),
         },
         "/v1/policies/validate": {"post": _op("Check policy text; changes nothing", body=_TEXT)},
+        "/v1/policies/history": {"get": _op(
+            "Policy changes, newest first: who, when, op, policies added and removed (admin)",
+            params=[{"name": "limit", "in": "query", "schema": {"type": "integer"}}])},
+        "/v1/policies/history/diff": {"get": _op(
+            "Policies (by text) and compiled rules in one history version and not the other",
+            params=[{"name": "from", "in": "query", "required": True,
+                     "schema": {"type": "integer"}},
+                    {"name": "to", "in": "query", "required": True,
+                     "schema": {"type": "integer"}}])},
+        "/v1/policies/history/{version}": {"get": _op(
+            "One history version: the change, its compiled diff and the policies then",
+            params=[_path_param("version", "0 is the baseline")])},
+        "/v1/policies/history/{version}/rollback": {"post": _op(
+            "Make the policy set what it was at a version, atomically, through the compiler; "
+            "?dry_run=true only checks", params=[
+                _path_param("version"),
+                {"name": "dry_run", "in": "query", "schema": {"type": "boolean"}}])},
         "/v1/policies/{pid}": {
             "get": _op("One policy", params=[_path_param("pid", "e.g. P7")]),
             "delete": _op("Remove a policy and its rules", params=[_path_param("pid")]),

@@ -14,18 +14,24 @@ while none of their rules is in force, ``enforced`` while some are, and
 ``in_force`` lists those rule ids. Policy actors (``actors``) call
 ``enforce``/``revert`` per target, which write or remove that target's rules
 atomically, like any other change.
+
+Every change to the policy set (submit, delete, rollback) is recorded in the
+policy history in the same transaction, with who made it (``history``);
+actors' enforce/revert events are recorded there too, for the console.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 import redis
 from swift.common.swob import Request
 
 from iostack.controller.compiler import compile_policies
+from iostack.controller.history import PolicyHistory
 from iostack.controller.keys import KeySpace
 from iostack.controller.reader import PolicyReader
 from iostack.controller.registry import Registries, RegistryError, announce
@@ -57,21 +63,45 @@ class PolicyStore:
         self.keys = keys
         self.registries = registries
         self._reader = PolicyReader(prefix=keys.prefix, subscribe=False, client=client)
+        self.history = PolicyHistory(client, keys)
 
     # -- submission -------------------------------------------------------------
 
-    def submit(self, text: str, dry_run: bool = False) -> dict[str, Any]:
+    def submit(self, text: str, dry_run: bool = False, who: str = "") -> dict[str, Any]:
         """Add every policy and class in ``text`` atomically; ``DSLError`` if any is wrong.
 
         With ``dry_run`` nothing is written and ids are placeholders (``new-1``...).
+        ``who`` is recorded in the policy history.
+        """
+        return self._change(lambda pipe: (text, []), dry_run, who, "add")
+
+    def rollback(self, version: int, who: str = "", dry_run: bool = False) -> dict[str, Any]:
+        """Make the policy set what it was right after history ``version``, atomically.
+
+        Policies added since are removed, those removed since are checked and
+        compiled again from their text (they get new ids), in one transaction.
+        """
+        self.history.entry(version)  # 404 for a version that does not exist
+        return self._change(lambda pipe: self.history.rollback_plan(pipe, version), dry_run,
+                            who, "rollback", note=f"rollback to version {version}")
+
+    def _change(self, plan: Callable[[Any], tuple[str, list[str]]], dry_run: bool, who: str,
+                op: str, note: str = "") -> dict[str, Any]:
+        """One atomic change: ``plan(pipe)`` -> (policy text to add, policy ids to remove).
+
+        The plan runs under WATCH of the version key, like every read the
+        change is checked against; any concurrent change makes it run again.
         """
         for _ in range(MAX_RETRIES):
             with self.redis.pipeline() as pipe:
                 try:
                     pipe.watch(self.keys.version)
-                    result, writes = self._prepare(pipe, text, dry_run)
+                    text, remove = plan(pipe)
+                    result, writes = self._prepare(pipe, text, dry_run, remove)
                     if dry_run or not writes:
                         return result
+                    writes += self.history.writes(pipe, op, who, result["policies"],
+                                                  remove, note)
                     pipe.multi()
                     for command, args in writes:
                         getattr(pipe, command)(*args)
@@ -82,10 +112,11 @@ class PolicyStore:
                     continue
         raise RegistryError("the policy store is too busy: try again", status=503)
 
-    def _prepare(self, pipe, text: str, dry_run: bool):
+    def _prepare(self, pipe, text: str, dry_run: bool, remove: list[str]):
         vocab = self.registries.vocabulary(pipe)
         checked = check_text(text, vocab)
         policies = checked.policies
+        removed, writes = self._removal(pipe, remove)
         if dry_run or not policies:
             first = 0
         else:
@@ -95,14 +126,16 @@ class PolicyStore:
             pid = f"new-{n}" if dry_run else f"P{first + n}"
             numbered.append((pid, first + n, policy))
         targets = {t for p in policies for t in p.targets}
-        existing = self._rules_at(targets)
+        # Rules of policies removed in this same change no longer count for conflicts.
+        existing = {t: [r for r in rules if r.get("policy") not in remove]
+                    for t, rules in self._rules_at(targets).items()}
         compiled = compile_policies(numbered, existing, vocab.filters)
         diagnostics = checked.warnings + compiled.warnings
         by_line: dict[int, list] = {}
         for diagnostic in diagnostics:
             by_line.setdefault(diagnostic.line, []).append(diagnostic)
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        records, writes = [], []
+        records = []
         for pid, seq, policy in numbered:
             rules = compiled.rules[pid]
             mine = [d.to_json() for d in by_line.get(policy.line, ()) if policy.covers(d)]
@@ -118,9 +151,28 @@ class PolicyStore:
             writes.append(("hset", (self.keys.classes, qos.name,
                                     json.dumps(qos.qos_class.to_json()))))
         result = {"policies": records, "warnings": [d.to_json() for d in diagnostics],
-                  "dry_run": dry_run,
+                  "dry_run": dry_run, "removed": removed,
                   "classes": [c.qos_class.to_json() for c in checked.classes]}
         return result, writes
+
+    def _removal(self, pipe, pids: list[str]) -> tuple[list[dict[str, Any]], list]:
+        """(records, writes) that remove policies ``pids`` and their rules in force.
+
+        Removal writes come first in the transaction: object-rule counts are
+        set to what is left, and rules added by the same change increment them after.
+        """
+        if not pids:
+            return [], []
+        records = []
+        for pid, raw in zip(pids, pipe.hmget(self.keys.policies, pids), strict=True):
+            if raw is None:
+                raise RegistryError(f"no policy {pid!r}", status=404)
+            records.append(json.loads(raw))
+        rules = [rule for record in records for rule in in_force_rules(record)]
+        writes = [("hdel", (self.keys.rules(r["level"], r["target"]), r["id"])) for r in rules]
+        writes += self._count_writes(self._object_rule_counts(pipe, rules))
+        writes.append(("hdel", (self.keys.policies, *pids)))
+        return records, writes
 
     def _rules_at(self, targets) -> dict[tuple[str, str], list[dict[str, Any]]]:
         """Stored rules of each (level, target), read in one round trip.
@@ -201,25 +253,9 @@ class PolicyStore:
 
     # -- removal ----------------------------------------------------------------
 
-    def delete(self, pid: str) -> dict[str, Any]:
+    def delete(self, pid: str, who: str = "") -> dict[str, Any]:
         """Remove a policy and its rules atomically; return its record."""
-
-        def remove(pipe: redis.client.Pipeline) -> dict[str, Any]:
-            raw = pipe.hget(self.keys.policies, pid)
-            if raw is None:
-                raise RegistryError(f"no policy {pid!r}", status=404)
-            record = json.loads(raw)
-            rules = in_force_rules(record)
-            counts = self._object_rule_counts(pipe, rules)
-            pipe.multi()
-            for rule in rules:
-                pipe.hdel(self.keys.rules(rule["level"], rule["target"]), rule["id"])
-            self._write_counts(pipe, counts)
-            pipe.hdel(self.keys.policies, pid)
-            announce(pipe, self.keys)
-            return record
-
-        return self.redis.transaction(remove, self.keys.version, value_from_callable=True)
+        return self._change(lambda pipe: ("", [pid]), False, who, "delete")["removed"][0]
 
     # -- dynamic policies (for their actors) --------------------------------------
 
@@ -258,6 +294,8 @@ class PolicyStore:
             if not change:
                 return False
             counts = {} if on else self._object_rule_counts(pipe, change)
+            events = [w for level, name in dict.fromkeys((r["level"], r["target"]) for r in change)
+                      for w in self.history.event(pid, level, name, on)]
             pipe.multi()
             if on:
                 for command, args in self._rule_writes(change):
@@ -266,22 +304,23 @@ class PolicyStore:
             else:
                 for rule in change:
                     pipe.hdel(self.keys.rules(rule["level"], rule["target"]), rule["id"])
-                self._write_counts(pipe, counts)
+                for command, args in self._count_writes(counts):
+                    getattr(pipe, command)(*args)
                 in_force -= {r["id"] for r in change}
             record["in_force"] = [r["id"] for r in record["rules"] if r["id"] in in_force]
             record["status"] = "enforced" if in_force else "stored"
             pipe.hset(self.keys.policies, pid, json.dumps(record))
+            for command, args in events:
+                getattr(pipe, command)(*args)
             announce(pipe, self.keys)
             return True
 
         return self.redis.transaction(switch, self.keys.version, value_from_callable=True)
 
-    def _write_counts(self, pipe, counts: dict[str, int]) -> None:
-        for container, left in counts.items():
-            if left > 0:
-                pipe.hset(self.keys.objrules, container, left)
-            else:
-                pipe.hdel(self.keys.objrules, container)
+    def _count_writes(self, counts: dict[str, int]) -> list:
+        return [("hset", (self.keys.objrules, container, left)) if left > 0
+                else ("hdel", (self.keys.objrules, container))
+                for container, left in counts.items()]
 
     def _object_rule_counts(self, client, rules) -> dict[str, int]:
         """Object-level rules each touched container keeps once ``rules`` are gone."""

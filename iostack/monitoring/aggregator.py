@@ -270,6 +270,15 @@ class Aggregator:
             intervals = intervals[-last:]
         return [(i.start, i.value(metric, target)) for i in intervals]
 
+    def intervals(self, stage: str = "proxy", since: float | None = None,
+                  last: int | None = None) -> list[Interval]:
+        """Closed intervals of ``stage`` that start after ``since`` (the last ``last`` of them)."""
+        with self._lock:
+            intervals = list(self.history.get(stage, ()))
+        if since is not None:
+            intervals = [i for i in intervals if i.start > since]
+        return intervals[-last:] if last is not None else intervals
+
     def latest(self, stage: str = "proxy") -> Interval | None:
         with self._lock:
             history = self.history.get(stage)

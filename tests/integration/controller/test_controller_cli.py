@@ -83,3 +83,33 @@ def test_the_cli_finds_the_all_in_one_by_itself(cli, aio):
     missing = cli("policy", "list", env_extra={"IOSTACK_URL": "", "IOSTACK_TOKEN": "",
                                                "IOSTACK_STATE_DIR": "/nonexistent"})
     assert missing.returncode == 3 and "no all-in-one found" in missing.stderr
+
+
+def test_history_diff_and_rollback_through_the_cli(cli, api):
+    start = api.history(1)["history"][0]["version"] if api.history(1)["history"] else None
+    assert cli("policy", "add", "FOR TENANT t1 DO SET noop").returncode == 0
+    version = api.history(1)["history"][0]["version"]
+    assert start is None or version > start
+    assert cli("policy", "add", "FOR CONTAINER t1/logs DO SET compression WITH level=4"
+               ).returncode == 0
+    shown = cli("policy", "history", "--limit", "2")
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0].split() == ["VERSION", "WHEN", "WHO", "CHANGE", "POLICIES"]
+    assert lines[1].split()[0] == str(version + 1) and "admin" in lines[1]
+    assert "+P" in lines[1] and "compression WITH level=4" in lines[1]
+    diff = cli("policy", "diff", str(version), str(version + 1))
+    assert diff.returncode == 0
+    assert "+ FOR CONTAINER t1/logs DO SET compression WITH level=4" in diff.stdout
+    assert "+ container AUTH_t1/logs: SET compression(level=4)" in diff.stdout
+    dry = cli("policy", "rollback", str(version), "--dry-run")
+    assert dry.returncode == 0 and "dry run" in dry.stdout
+    assert len(api.policies()) == 2
+    back = cli("policy", "rollback", str(version))
+    assert back.returncode == 0, back.stderr
+    assert "removed P" in back.stdout and "compression" in back.stdout
+    assert [p["text"] for p in api.policies()] == ["FOR TENANT t1 DO SET noop"]
+    newest = api.history(1)["history"][0]
+    assert newest["op"] == "rollback" and newest["note"] == f"rollback to version {version}"
+    missing = cli("policy", "rollback", "9999")
+    assert missing.returncode == 1 and "no policy history version 9999" in missing.stderr

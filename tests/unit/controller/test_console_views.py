@@ -1,0 +1,236 @@
+"""The console's pages through Flask's test client on a real Redis: login, sessions, CSRF,
+headers, scope and the fragments the browser tests rely on (those run in Chromium)."""
+
+from __future__ import annotations
+
+import re
+import time
+import types
+
+import pytest
+
+from iostack.controller.auth import Principal
+from iostack.controller.ui.views import marked_source
+from iostack.monitoring.aggregator import Aggregator
+
+ADMIN_TOKEN = "admin-token-for-tests-0123456789"  # the unit conftest's app_config
+
+
+@pytest.fixture
+def app(client):
+    return client.application
+
+
+def log_in(client, token: str = ADMIN_TOKEN, account: str = "") -> str:
+    response = client.post("/ui/login", data={"token": token, "account": account})
+    assert response.status_code == 303, response.get_data(as_text=True)
+    page = client.get("/ui/policies").get_data(as_text=True)
+    return re.search(r'name="csrf-token" content="([^"]+)"', page).group(1)
+
+
+def test_pages_need_a_login_and_a_bad_token_is_refused(client):
+    assert client.get("/ui/policies").headers["Location"].endswith("/ui/login")
+    fragment = client.get("/ui/metrics/data", headers={"HX-Request": "true"})
+    assert fragment.status_code == 401 and fragment.headers["HX-Redirect"].endswith("/ui/login")
+    refused = client.post("/ui/login", data={"token": "x" * 20})
+    assert refused.status_code == 401 and "Set-Cookie" not in refused.headers
+
+
+def test_session_cookie_is_random_httponly_strict_and_ends_at_logout(client, redis_client, keys):
+    response = client.post("/ui/login", data={"token": ADMIN_TOKEN})
+    cookie = response.headers["Set-Cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/ui" in cookie
+    assert ADMIN_TOKEN not in cookie
+    # Redis holds a hash of the cookie, never the cookie itself.
+    value = re.search(r"iostack_console=([^;]+)", cookie).group(1)
+    stored = list(redis_client.scan_iter(keys.ui_sessions + "*"))
+    assert len(stored) == 1 and value not in stored[0]
+    assert redis_client.ttl(stored[0]) > 3600
+    csrf = re.search(r'name="csrf-token" content="([^"]+)"',
+                     client.get("/ui/policies").get_data(as_text=True)).group(1)
+    client.post("/ui/logout", data={"csrf": csrf})
+    assert list(redis_client.scan_iter(keys.ui_sessions + "*")) == []
+    client.set_cookie("iostack_console", value, path="/ui")  # a copied cookie is dead too
+    assert client.get("/ui/policies").status_code == 302
+
+
+def test_state_changes_need_the_csrf_token(client, admin):
+    csrf = log_in(client)
+    for path in ("/ui/policies", "/ui/policies/check", "/ui/history/0/rollback",
+                 "/ui/policies/P1/delete", "/ui/logout"):
+        refused = client.post(path, data={"text": "FOR TENANT t1 DO SET noop"})
+        assert refused.status_code == 403, path
+        wrong = client.post(path, data={"text": "FOR TENANT t1 DO SET noop", "csrf": "x" + csrf})
+        assert wrong.status_code == 403, path
+    assert client.get("/v1/policies", headers=admin).json["policies"] == []
+    assert client.post("/ui/policies", data={"text": "FOR TENANT t1 DO SET noop",
+                                             "csrf": csrf}).status_code == 303
+    assert len(client.get("/v1/policies", headers=admin).json["policies"]) == 1
+
+
+def test_headers_csp_and_caching(client):
+    log_in(client)
+    page = client.get("/ui/policies")
+    csp = page.headers["Content-Security-Policy"]
+    assert "script-src 'self'" in csp and "unsafe" not in csp and "default-src 'none'" in csp
+    assert page.headers["Cache-Control"] == "no-store"
+    assert page.headers["X-Frame-Options"] == "DENY"
+    html = page.get_data(as_text=True)
+    assert "<script>" not in html and " style=" not in html  # nothing inline for the CSP
+    asset = re.search(r'src="(/ui/static/vendor/htmx.min.js\?v=[0-9a-f]{12})"', html).group(1)
+    static = client.get(asset)
+    assert static.status_code == 200
+    assert static.headers["Cache-Control"] == "public, max-age=31536000, immutable"
+    assert client.get("/ui/static/../views.py").status_code == 404
+
+
+def test_check_marks_the_error_column_with_the_suggestion(client):
+    csrf = log_in(client)
+    text = "FOR TENANT t1 DO SET noop\nFOR TENANT t1 DO SET compresion"
+    html = client.post("/ui/policies/check", data={"text": text},
+                       headers={"X-CSRF-Token": csrf}).get_data(as_text=True)
+    assert 'data-line="2" data-column="22"' in html
+    assert "did you mean compression?" in html
+    saved = client.post("/ui/policies", data={"text": text, "csrf": csrf})
+    assert saved.status_code == 400 and "compresion" in saved.get_data(as_text=True)
+
+
+def test_marked_source_marks_past_the_end_of_a_line():
+    lines = marked_source("FOR TENANT", [{"line": 1, "column": 12, "message": "m"}])
+    assert lines[0][0] == {"text": "FOR TENANT"}
+    assert lines[0][-1]["text"] == " " and lines[0][-1]["mark"]["column"] == 12
+
+
+def test_a_tenant_sees_only_its_own(client, app, admin):
+    ctl = app.extensions["iostack"]
+    ctl.registries.add_tenant("t2")
+    client.post("/v1/policies", json={"text": "FOR CONTAINER t1/a DO SET noop\n"
+                                              "FOR CONTAINER t2/b DO SET noop"}, headers=admin)
+    tenant = Principal(False, "AUTH_t1", "alice")
+    ctl.auth.authenticate = lambda headers, account=None: tenant  # as Keystone would answer
+    log_in(client, token="keystone-token-of-alice")
+    html = client.get("/ui/policies").get_data(as_text=True)
+    assert "AUTH_t1/a" in html and "AUTH_t2/b" not in html
+    assert 'id="policy-text"' not in html  # no editor: tenants cannot add policies
+    for path in ("/ui/history", "/ui/qos", "/ui/filters", "/ui/block"):
+        assert client.get(path).status_code == 403, path
+    assert client.get("/ui/metrics?target=AUTH_t2").status_code == 403
+    assert client.get("/ui/metrics/data?target=AUTH_t2/b").status_code == 403
+
+
+def test_metrics_pages_show_the_last_interval_thresholds_and_events(client, app):
+    ctl = app.extensions["iostack"]
+    ctl.control_loop = types.SimpleNamespace(aggregator=Aggregator())
+    start = time.time() - 10
+    for i in range(3):
+        ctl.control_loop.aggregator.add("metrics.proxy", {
+            "stage": "proxy", "source": "p1", "start": start + i, "interval": 1.0,
+            "samples": [{"account": "AUTH_t1", "container": "c", "ops": {"PUT": 5 + i},
+                         "bytes_in": 2_000_000}]})
+    ctl.control_loop.aggregator.tick()
+    (record,) = ctl.store.submit("FOR TENANT t1 WHEN PUTS_SEC > 3 DO SET noop")["policies"]
+    ctl.store.enforce(record["id"])
+    log_in(client)
+    table = client.get("/ui/metrics/table").get_data(as_text=True)
+    assert "AUTH_t1/c" in table and "7.0" in table
+    data = client.get("/ui/metrics/data?target=AUTH_t1").json
+    assert [p[1] for p in data["points"]] == [5.0, 6.0, 7.0]
+    assert data["points"][0][3] == 2.0  # MB/s in
+    assert data["thresholds"] == {"PUTS_SEC": [{"policy": record["id"], "op": ">",
+                                                "value": 3}]}
+    assert [e["state"] for e in data["events"]] == ["enforced"]
+    since = client.get(f"/ui/metrics/data?target=AUTH_t1&since={data['points'][-1][0]}").json
+    assert since["points"] == []
+
+
+def test_check_shows_order_and_conflict_warnings_before_saving(client, admin):
+    csrf = log_in(client)
+    client.post("/v1/policies", json={"text": "FOR TENANT t1 DO SET compression WITH level=3"},
+                headers=admin)
+    text = "FOR TENANT t1 DO SET encryption, SET compression WITH level=5"
+    html = client.post("/ui/policies/check", data={"text": text},
+                       headers={"X-CSRF-Token": csrf}).get_data(as_text=True)
+    assert "Valid: 1 policy, with 2 warnings (read them before saving)" in html
+    assert "compression will run before encryption" in html
+    assert "already set by policy P1" in html
+    (title,) = re.findall(r'<mark class="warning"[^>]*title="([^"]*)"', html)
+    assert "will run before encryption" in title and "already set by policy P1" in title
+    assert len(client.get("/v1/policies", headers=admin).json["policies"]) == 1  # not saved
+
+
+def test_text_from_policies_and_errors_is_escaped(client, admin):
+    csrf = log_in(client)
+    hostile = 'FOR TENANT t1 DO SET noop WITH x="<img src=x onerror=alert(1)>"'
+    html = client.post("/ui/policies/check", data={"text": hostile},
+                       headers={"X-CSRF-Token": csrf}).get_data(as_text=True)
+    assert "<img" not in html and "&lt;img" in html
+    meta = {"description": "<script>alert(1)</script>", "params": []}
+    client.put("/v1/filters/evil", json=meta, headers=admin)
+    page = client.get("/ui/filters").get_data(as_text=True)
+    assert "<script>alert(1)" not in page and "&lt;script&gt;" in page
+
+
+def test_explain_shows_the_reason_and_any_further_detail_explain_gives(client, admin,
+                                                                      monkeypatch):
+    from iostack.controller import api
+
+    csrf = log_in(client)
+    client.post("/v1/policies", json={"text": "FOR CONTAINER t1/c DO SET noop"}, headers=admin)
+    html = client.post("/ui/explain", data={"method": "PUT", "path": "/v1/AUTH_t1/c/o",
+                                            "csrf": csrf}).get_data(as_text=True)
+    assert 'data-filter="noop"' in html and "<strong>P1</strong> at container level" in html
+    real = api.explain_json
+
+    def richer(data, principal_for):
+        result = real(data, principal_for)
+        result["pipeline"][0]["condition"] = "TO OBJECT_SIZE > 1M"
+        result["notes"][0]["condition"] = "OBJECT_SIZE > 1M held"
+        return result
+
+    monkeypatch.setattr(api, "explain_json", richer)
+    html = client.post("/ui/explain", data={"method": "PUT", "path": "/v1/AUTH_t1/c/o",
+                                            "csrf": csrf}).get_data(as_text=True)
+    assert "condition: TO OBJECT_SIZE &gt; 1M" in html
+    assert "condition: OBJECT_SIZE &gt; 1M held" in html
+
+
+def test_a_token_revoked_after_login_ends_the_session(client, app, redis_client, keys):
+    from iostack.controller.auth import AuthError
+
+    ctl = app.extensions["iostack"]
+    ctl.auth.authenticate = lambda headers, account=None: Principal(True, name="bob")
+    log_in(client, token="keystone-token-of-bob")
+    assert client.get("/ui/history").status_code == 200
+
+    def revoked(headers, account=None):
+        raise AuthError("invalid or expired token")
+
+    ctl.auth.authenticate = revoked  # Keystone now says no
+    assert client.get("/ui/history").headers["Location"].endswith("/ui/login")
+    assert list(redis_client.scan_iter(keys.ui_sessions + "*")) == []
+
+
+def test_a_tenant_sees_its_own_actor_state_not_another_tenants_values(client, app,
+                                                                       redis_client, keys):
+    import json
+
+    ctl = app.extensions["iostack"]
+    ctl.registries.add_tenant("t2")
+    (record,) = ctl.store.submit("FOR TENANT t1, TENANT t2 WHEN PUTS_SEC > 3 "
+                                 "DO SET noop")["policies"]
+    redis_client.hset(keys.actors, record["id"], json.dumps({"policy": record["id"], "targets": {
+        "tenant:AUTH_t1": {"state": "idle", "values": {"PUTS_SEC": 1.5}},
+        "tenant:AUTH_t2": {"state": "enforced", "values": {"PUTS_SEC": 987.25}}}}))
+    ctl.auth.authenticate = lambda headers, account=None: Principal(False, "AUTH_t1", "alice")
+    log_in(client, token="keystone-token-of-alice")
+    html = client.get("/ui/policies").get_data(as_text=True)
+    assert 'data-actor-target="tenant:AUTH_t1" data-state="idle"' in html
+    assert "tenant:AUTH_t2" not in html and "987.25" not in html
+    ctl.control_loop = types.SimpleNamespace(aggregator=Aggregator())
+    ctl.store.enforce(record["id"], ("tenant", "AUTH_t2"))
+    data = client.get("/ui/metrics/data?target=AUTH_t1").json
+    assert data["events"] == []  # the switch on AUTH_t2 is not AUTH_t1's
+    assert [a["target"] for a in data["actors"]] == ["tenant:AUTH_t1"]
+    ctl.store.enforce(record["id"], ("tenant", "AUTH_t1"))
+    data = client.get("/ui/metrics/data?target=AUTH_t1").json
+    assert [(e["target"], e["state"]) for e in data["events"]] == [("AUTH_t1", "enforced")]
