@@ -138,12 +138,18 @@ def _run_dir() -> Path:
 
 def cmd_sandbox_list(args: argparse.Namespace) -> int:
     run_dir = _run_dir()
-    rows = [{"scope": record.stem, "pid": ScopeSandbox(run_dir, record.stem).running_pid()}
-            for record in sorted(run_dir.glob("*.json"))]
+    rows = []
+    for path in sorted(run_dir.glob("*.json")):
+        sandbox = ScopeSandbox(run_dir, path.stem)
+        record = sandbox.record()
+        rows.append({"scope": path.stem, "pid": sandbox.running_pid(),
+                     "uid": record.get("uid"), "limits": record.get("limits", "")})
     if args.json:
         print(json.dumps(rows))
     for row in [] if args.json else rows:
-        print(f"{row['scope']:<16} {row['pid'] if row['pid'] else 'not running'}")
+        uid = "server's" if row["uid"] is None else row["uid"]
+        print(f"{row['scope']:<26} {row['pid'] or 'not running':<12} uid {uid:<11} "
+              f"{row['limits']}")
     return 0
 
 

@@ -77,6 +77,7 @@ from iostack.storlet_runtime.cgroups import scope_cgroup
 from iostack.storlet_runtime.channels import SandboxPaths
 from iostack.storlet_runtime.config import SandboxConfig, sandbox_config
 from iostack.storlet_runtime.identity import sandbox_scope, scope_uid
+from iostack.storlet_runtime.packaging import code_mismatch
 from iostack.storlet_runtime.pipes import PIPE_PIECE, joined
 from iostack.storlet_runtime.sandbox import (
     ScopeSandbox,
@@ -100,16 +101,6 @@ def sandbox_uid(conf: dict[str, Any], cfg: SandboxConfig, scope: str) -> int | N
     if cfg.uid_base is None:
         return None
     return scope_uid(cfg.uid_table, run_dir(conf), scope, cfg.uid_base, cfg.uid_count)
-
-
-def code_mismatch(path: str, expected: str) -> str | None:
-    """Why the storlet file at ``path`` is not the code with SHA-256 ``expected`` (None: it is)."""
-    try:
-        with open(path, "rb") as f:
-            found = hashlib.sha256(f.read()).hexdigest()
-    except OSError as exc:
-        return f"cannot read it ({exc.strerror})"
-    return None if found == expected.lower() else f"its code has SHA-256 {found}"
 
 
 class BwrapRunTimeSandbox(RunTimeSandbox):
