@@ -74,7 +74,7 @@ from swift.common.swob import HTTPBadRequest, HTTPServiceUnavailable
 
 from iostack.storlet_runtime import channels
 from iostack.storlet_runtime.cgroups import scope_cgroup
-from iostack.storlet_runtime.channels import SandboxPaths
+from iostack.storlet_runtime.channels import ChannelError, SandboxPaths
 from iostack.storlet_runtime.config import SandboxConfig, sandbox_config
 from iostack.storlet_runtime.identity import sandbox_scope, scope_uid
 from iostack.storlet_runtime.packaging import code_mismatch
@@ -106,7 +106,7 @@ def sandbox_uid(conf: dict[str, Any], cfg: SandboxConfig, scope: str) -> int | N
 class BwrapRunTimeSandbox(RunTimeSandbox):
     """A scope's sandbox: the Storlets agent under bubblewrap."""
 
-    # Per server process: a storlet daemon's socket (host path) -> the daemon's host pid,
+    # Per server process: a storlet daemon (run dir/scope/storlet) -> the daemon's host pid,
     # its start time, and when the daemon factory last confirmed it (time.monotonic()).
     known_daemons: dict[str, tuple[int, int, float]] = {}
 
@@ -154,7 +154,7 @@ class BwrapRunTimeSandbox(RunTimeSandbox):
 
     def activate_storlet_daemon(self, sreq: Any, cache_updated: bool = True) -> None:
         """Make sure the storlet's daemon runs; upstream's SBus status check only when needed."""
-        key = self.paths.get_host_storlet_pipe(sreq.storlet_main)
+        key = f"{self.run_dir}/{self.scope}/{sreq.storlet_main}"
         known = self.known_daemons.pop(key, None)
         if (known is not None and not cache_updated
                 and time.monotonic() - known[2] < DAEMON_RECHECK
@@ -216,6 +216,12 @@ class BwrapStorletGateway(StorletGatewayContainer):
                                     data_iter=joined(sreq.data.data_iter))
         try:
             output = super().invocation_flow(sreq).data
+        except ChannelError as exc:
+            self.logger.error(f"scope {self.scope}: {exc}; tearing its sandbox down")
+            self.sandbox(self.scope, self.conf, self.logger).stop()
+            raise HTTPServiceUnavailable(body=(
+                f"Storlet {sreq.storlet_id}: its sandbox's channel is not the sandbox's own "
+                f"({exc}); the sandbox was stopped.\n").encode()) from None
         except StorletTimeout:
             self.logger.warning(f"storlet {sreq.storlet_main} timed out in scope {self.scope}; "
                                 "tearing its sandbox down")

@@ -42,6 +42,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from swift.common.swob import HTTPException
+from swift.common.utils import close_if_possible
 
 from iostack.filters.base import ByteSource, FilterContext, check_range
 from iostack.filters.errors import FilterError, FilterUnavailable
@@ -178,12 +179,17 @@ def exactly(output: Iterable[bytes], expected: int, what: str) -> Iterator[bytes
     passed on, so a client never receives more than the length announced.
     """
     received = 0
-    for chunk in output:
-        if received + len(chunk) > expected:
-            raise FilterError(f"{what}: the storlet sent more than the {expected} bytes "
-                              "it was asked for")
-        received += len(chunk)
-        yield chunk
+    try:
+        for chunk in output:
+            if received + len(chunk) > expected:
+                raise FilterError(f"{what}: the storlet sent more than the {expected} bytes "
+                                  "it was asked for")
+            received += len(chunk)
+            yield chunk
+    except FilterError:
+        # Close the pipe: a storlet that goes on writing gets EPIPE instead of blocking.
+        close_if_possible(output)
+        raise
     if received != expected:
         raise FilterError(f"{what}: the storlet sent {received} bytes, not {expected}")
 
