@@ -70,8 +70,9 @@ def test_a_fork_bomb_stops_only_its_own_tenant(aio, t1, t2):
     """Regression: every scope ran as nobody, so t1's bomb used up t2's process limit too."""
     t2_works(t2)
     sandbox_of(aio, "AUTH_t2").stop()  # t2 must even be able to start a new sandbox
-    thread, result = in_background(
-        lambda: t1.get("probe-input", PROBE, params={"check": "bomb"}, timeout=60))
+    thread, result = in_background(lambda: t1.get(
+        "probe-input", {**PROBE, "X-Storlet-Run-On-Proxy": ""}, params={"check": "bomb"},
+        timeout=60))
     time.sleep(3)
     for group in sandbox_of(aio, "AUTH_t1").record().get("cgroups", []):
         if (Path(group) / "pids.current").exists():  # the bomb is at its scope's limit
@@ -129,27 +130,27 @@ def test_another_uid_cannot_read_or_replace_a_tenants_channel(aio, t1, t2):
     assert not (host_pipes / sandbox_scope("AUTH_t1")).exists()  # nothing on the host disk
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="placing another uid's socket needs root")
-def test_a_socket_of_another_uid_gets_nothing(aio, t1, t2):
-    t1.get("probe-input", {**PROBE, "X-Storlet-Run-On-Proxy": ""})
-    # The probe's storlet daemon socket: the next request's descriptors would go there.
+@pytest.mark.skipif(os.geteuid() != 0, reason="placing sockets as other uids needs root")
+def test_a_channel_that_is_not_the_scopes_own_socket_gets_nothing(aio, t1, t2):
+    """No other uid can put anything in a scope's channels (not even root: its uid has no
+    mapping in the sandbox's user namespace); the tenant itself can, and a symlink to
+    another tenant's socket is refused instead of followed."""
+    on_proxy = {**PROBE, "X-Storlet-Run-On-Proxy": ""}
+    assert t1.get("probe-input", on_proxy).content == b"probe"
+    t2_works(t2)
     daemon = channel_dir(aio, "AUTH_t1") + "/isolation_probe.Probe"
-    os.unlink(daemon)
-    impostor = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    impostor.bind(daemon)
-    os.chown(daemon, 65534, 65534)
-    impostor.setblocking(False)
-    try:
-        resp = t1.get("probe-input", {**PROBE, "X-Storlet-Run-On-Proxy": ""},
-                      params={"check": "echo"})
-        assert resp.status_code == 503 and "not the sandbox's own" in resp.text, resp.text
-        with pytest.raises(BlockingIOError):
-            impostor.recvmsg(4096, 4096)  # not one message, not one descriptor
-        t2_works(t2)
-    finally:
-        impostor.close()
+    with pytest.raises(OSError):  # EOVERFLOW
+        socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).bind(daemon + ".root")
+    victim = channel_dir(aio, "AUTH_t2") + "/upper.UpperStorlet"
+    t1_uid = sandbox_of(aio, "AUTH_t1").record()["uid"]
+    done = as_uid(t1_uid, "import os, sys\nos.unlink(sys.argv[1])\nos.symlink(sys.argv[2], "
+                          "sys.argv[1])\n", daemon, victim)
+    assert done.returncode == 0, done.stderr
+    resp = t1.get("probe-input", on_proxy, params={"check": "echo"})
+    assert resp.status_code == 503 and "not the sandbox's own" in resp.text, resp.text
+    t2_works(t2)
     # The tampered sandbox was torn down: t1's next request gets a fresh one.
-    assert t1.get("probe-input", PROBE).content == b"probe"
+    assert t1.get("probe-input", on_proxy).content == b"probe"
 
 
 @pytest.fixture(scope="module")
@@ -195,3 +196,50 @@ def test_a_decode_past_its_length_never_reaches_the_client(hostile_container):
     got = requests.get(f"{url}/past", headers={"X-Auth-Token": token}, timeout=60)
     assert got.status_code == 503 and "more than the 5000 bytes" in got.text, got.text
     assert b"!" not in got.content
+
+
+SWAPPED = b'''"""A pass-through that a tenant puts in place of an imposed filter's storlet."""
+import json
+
+
+class IOStackFilter:
+    def __init__(self, logger):
+        self.logger = logger
+
+    def __call__(self, in_files, out_files, params):
+        body = in_files[0].read()
+        out_files[0].set_metadata({"Iostack-Sysmeta": json.dumps({}),
+                                   "Iostack-Encoded-Length": str(len(body))})
+        out_files[0].write(body)
+        in_files[0].close()
+        out_files[0].close()
+'''
+
+
+def test_a_tenant_cannot_swap_the_code_of_an_imposed_filter(noop_sandboxed_container, iostack,
+                                                            storlet_tenant, t2):
+    """Regression: the data path ran whatever the tenant's storlet container held."""
+    conn, container = noop_sandboxed_container("SET NOOP SANDBOXED")
+    assert conn.put_object(container, "before", b"imposed") is not None
+    # The tenant (an .admin of its account) overwrites the imposed filter's storlet.
+    storlet_tenant.conn.put_object("storlet", "iostack_noop.py", SWAPPED, headers={
+        "X-Object-Meta-Storlet-Language": "Python",
+        "X-Object-Meta-Storlet-Interface-Version": "1.0",
+        "X-Object-Meta-Storlet-Object-Metadata": "no",
+        "X-Object-Meta-Storlet-Main": "iostack_noop.IOStackFilter"})
+    time.sleep(1.1)  # the proxy's registration cache
+    url, token = conn.get_auth()
+    try:
+        put = requests.put(f"{url}/{container}/after", data=b"swapped?", timeout=60,
+                           headers={"X-Auth-Token": token})
+        assert put.status_code == 503, put.text
+        assert "iostack_noop.py" in put.text and "controller recorded" in put.text
+        got = requests.get(f"{url}/{container}/before", headers={"X-Auth-Token": token},
+                           timeout=60)
+        assert got.status_code == 503 and "controller recorded" in got.text, got.text
+        t2_works(t2)
+    finally:
+        redeployed = iostack("storlet", "deploy", "noop", "--tenant", "t1")
+        assert redeployed.returncode == 0, redeployed.stderr
+    time.sleep(1.1)
+    assert conn.get_object(container, "before")[1] == b"imposed"
