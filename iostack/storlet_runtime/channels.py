@@ -1,12 +1,12 @@
-"""The server's side of a scope's channels: where they are, and who owns each socket.
+"""The server's side of a scope's channels: who owns each socket.
 
 A scope's SBus sockets (the daemon factory's and one per storlet daemon)
 live in the sandbox's own ``0700`` tmpfs at ``/mnt/channels``, reached from
 the host through ``/proc/<sandbox init>/root/mnt/channels``
-(``SandboxPaths``). Upstream builds every path from ``RunTimePaths``; this
-subclass points the host side there, so every SBus client the upstream
-runtime makes (ping, daemon start/stop/status, execute, cancel) talks to
-the running sandbox's own sockets.
+(``gateway.SandboxPaths`` resolves it and records the scope's uid here with
+``expect``), so every SBus client the upstream runtime makes (ping, daemon
+start/stop/status, execute, cancel) talks to the running sandbox's own
+sockets.
 
 Each message carries file descriptors of a tenant's request (its data, its
 output, its log), so before anything is sent the socket is checked:
@@ -25,10 +25,7 @@ import os
 import stat
 from typing import Any
 
-from storlets.gateway.gateways.container.runtime import RunTimePaths
 from storlets.sbus import SBus
-
-from iostack.storlet_runtime.sandbox import ScopeSandbox
 
 # Host channel directory -> uid its sockets must belong to (the scope's).
 _owners: dict[str, int] = {}
@@ -39,27 +36,9 @@ class ChannelError(RuntimeError):
     """A channel socket is not the scope's own; nothing was sent."""
 
 
-class SandboxPaths(RunTimePaths):
-    """Upstream's paths, with the host side of the channels inside the running sandbox."""
-
-    def __init__(self, scope: str, conf: dict[str, Any], sandbox: ScopeSandbox,
-                 uid: int) -> None:
-        super().__init__(scope, conf)
-        self.sandbox = sandbox
-        self.uid = uid
-
-    @property
-    def host_pipe_dir(self) -> str:
-        found = self.sandbox.channel_dir()
-        if found is None:
-            # No sandbox: a path that cannot exist, so upstream's ping fails and it restarts.
-            return os.path.join(self.sandbox.run_dir, f"{self.scope}.not-running")
-        _owners[found] = self.uid
-        return found
-
-    def create_host_pipe_dir(self) -> str:
-        """Nothing to make on the host (upstream's restart calls it): bwrap makes the tmpfs."""
-        return self.host_pipe_dir
+def expect(channel_dir: str, uid: int) -> None:
+    """Sockets in ``channel_dir`` (a running sandbox's) must belong to ``uid``."""
+    _owners[channel_dir] = uid
 
 
 def send_checked(sbus_name: str, datagram: Any) -> int:

@@ -68,13 +68,13 @@ from typing import Any
 from storlets.gateway.common.exceptions import StorletTimeout
 from storlets.gateway.common.stob import FileDescriptorIterator, StorletData, StorletResponse
 from storlets.gateway.gateways.container.gateway import StorletGatewayContainer
-from storlets.gateway.gateways.container.runtime import RunTimeSandbox
+from storlets.gateway.gateways.container.runtime import RunTimePaths, RunTimeSandbox
 from storlets.sbus import SBus
 from swift.common.swob import HTTPBadRequest, HTTPServiceUnavailable
 
 from iostack.storlet_runtime import channels
 from iostack.storlet_runtime.cgroups import scope_cgroup
-from iostack.storlet_runtime.channels import ChannelError, SandboxPaths
+from iostack.storlet_runtime.channels import ChannelError
 from iostack.storlet_runtime.config import SandboxConfig, sandbox_config
 from iostack.storlet_runtime.identity import sandbox_scope, scope_uid
 from iostack.storlet_runtime.packaging import code_mismatch
@@ -101,6 +101,29 @@ def sandbox_uid(conf: dict[str, Any], cfg: SandboxConfig, scope: str) -> int | N
     if cfg.uid_base is None:
         return None
     return scope_uid(cfg.uid_table, run_dir(conf), scope, cfg.uid_base, cfg.uid_count)
+
+
+class SandboxPaths(RunTimePaths):
+    """Upstream's paths, with the host side of the channels inside the running sandbox."""
+
+    def __init__(self, scope: str, conf: dict[str, Any], sandbox: ScopeSandbox,
+                 uid: int) -> None:
+        super().__init__(scope, conf)
+        self.sandbox = sandbox
+        self.uid = uid
+
+    @property
+    def host_pipe_dir(self) -> str:
+        found = self.sandbox.channel_dir()
+        if found is None:
+            # No sandbox: a path that cannot exist, so upstream's ping fails and it restarts.
+            return os.path.join(self.sandbox.run_dir, f"{self.scope}.not-running")
+        channels.expect(found, self.uid)
+        return found
+
+    def create_host_pipe_dir(self) -> str:
+        """Nothing to make on the host (upstream's restart calls it): bwrap makes the tmpfs."""
+        return self.host_pipe_dir
 
 
 class BwrapRunTimeSandbox(RunTimeSandbox):

@@ -26,7 +26,7 @@ def libsbus(monkeypatch):
 def channel(tmp_path):
     directory = tmp_path / "channels"
     directory.mkdir()
-    channels._owners[str(directory)] = os.geteuid()
+    channels.expect(str(directory), os.geteuid())
     yield directory
     channels._owners.pop(str(directory), None)
 
