@@ -94,6 +94,8 @@ def _locked(path: Path, timeout: float = 10.0) -> Iterator[None]:
 
 def scope_uid(table: str | Path, run_dir: str | Path, scope: str, base: int, count: int) -> int:
     """The host uid of ``run_dir``'s ``scope``, allocated from ``[base, base + count)``."""
+    # The run directory exists before its entry does: entries of missing ones are pruned.
+    Path(run_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
     key = (str(table), str(Path(run_dir).resolve()), scope, base, count)
     if key not in _allocated:
         _allocated[key] = _allocate(Path(key[0]), key[1], scope, base, count)

@@ -90,3 +90,10 @@ def test_a_damaged_table_is_not_overwritten(tmp_path):
     with pytest.raises(ScopeIdentityError, match="not valid JSON"):
         scope_uid(table, tmp_path, "s", 100, 10)
     assert table.read_text() == "{half"
+
+
+def test_a_new_stacks_entry_is_never_pruned_by_a_concurrent_allocation(tmp_path):
+    table, fresh = tmp_path / "uids.json", tmp_path / "new-stack" / "sandboxes"
+    first = scope_uid(table, fresh, "a", 100, 10)  # the run directory did not exist yet
+    identity._allocated.clear()
+    assert scope_uid(table, tmp_path, "b", 100, 10) != first
