@@ -27,6 +27,10 @@ class IntegrityError(FilterError):
     """Stored data is corrupt, truncated, tampered with or from another object."""
 
 
+class FilterUnavailable(FilterError):
+    """The filter cannot run for this request now (its sandbox refused it): a 503, not a 500."""
+
+
 class ConfigError(FilterError):
     """The filter cannot run with this deployment's configuration (key file, cache dir)."""
 

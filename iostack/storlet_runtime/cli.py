@@ -51,12 +51,20 @@ _FILTER_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 def _tenant_connections(info: dict[str, Any], tenant: str | None) -> dict[str, Connection]:
     """Connections to tenants' accounts with the reseller admin's token."""
     tenants = info["tenants"]
-    if tenant is not None and tenant not in tenants:
-        raise StorletValidationError(f"unknown tenant {tenant!r} (known: {', '.join(tenants)})")
+    if tenant is not None:
+        _tenant_account(info, tenant)
     admin = Connection(info["auth_url"], info["admin"]["user"], info["admin"]["key"])
     _, token = admin.get_auth()
     return {name: Connection(preauthurl=tenants[name]["storage_url"], preauthtoken=token)
             for name in ([tenant] if tenant else sorted(tenants))}
+
+
+def _tenant_account(info: dict[str, Any], tenant: str) -> str:
+    """The Swift account of a tenant of the all-in-one (``AUTH_t1``)."""
+    tenants = info["tenants"]
+    if tenant not in tenants:
+        raise StorletValidationError(f"unknown tenant {tenant!r} (known: {', '.join(tenants)})")
+    return tenants[tenant]["storage_url"].rstrip("/").rsplit("/", 1)[-1]
 
 
 def prepare_upload(path: Path, name: str, main: str | None) -> PythonStorlet:
@@ -75,12 +83,20 @@ def prepare_upload(path: Path, name: str, main: str | None) -> PythonStorlet:
                                 f"{object_name[:-3]}.{cls}" if cls else None)
 
 
-def filter_metadata(name: str, storlet: PythonStorlet, source: str) -> FilterMetadata:
+def filter_metadata(name: str, storlet: PythonStorlet, source: str,
+                    account: str | None = None) -> FilterMetadata:
+    """Registry metadata of an uploaded filter; ``account``: the one tenant it is for.
+
+    A filter uploaded for one tenant is that tenant's: the data path runs it
+    for that account only (``extra.tenant``), whatever a policy says.
+    """
+    extra = {"runtime": "storlet", "storlet": storlet.name, "storlet_main": storlet.main}
+    if account:
+        extra["tenant"] = account
     return FilterMetadata(
         name=name, description=f"tenant filter from {source}, run in the sandbox",
         methods=frozenset({"GET", "PUT"}), stages=frozenset({"proxy", "object"}),
-        default_stage="proxy", changes_size=True, sandboxable=True,
-        extra={"runtime": "storlet", "storlet": storlet.name, "storlet_main": storlet.main})
+        default_stage="proxy", changes_size=True, sandboxable=True, extra=extra)
 
 
 def _deploy(storlet: PythonStorlet, tenant: str | None) -> list[str]:
@@ -95,8 +111,9 @@ def _deploy(storlet: PythonStorlet, tenant: str | None) -> list[str]:
 def cmd_upload(args: argparse.Namespace) -> int:
     storlet = prepare_upload(Path(args.file), args.name, args.main)
     client = ControllerClient.from_env(getattr(args, "url", None), getattr(args, "token", None))
-    client.put("filters", args.name, filter_metadata(args.name, storlet, Path(args.file).name)
-               .to_json())
+    account = _tenant_account(load_aio_info(), args.tenant) if args.tenant else None
+    client.put("filters", args.name, filter_metadata(args.name, storlet, Path(args.file).name,
+                                                     account).to_json())
     client.upload_code(args.name, storlet.code)
     tenants = _deploy(storlet, args.tenant)
     print(f"filter {args.name}: storlet {storlet.name} (main {storlet.main}) deployed to "
@@ -121,12 +138,18 @@ def _run_dir() -> Path:
 
 def cmd_sandbox_list(args: argparse.Namespace) -> int:
     run_dir = _run_dir()
-    rows = [{"scope": record.stem, "pid": ScopeSandbox(run_dir, record.stem).running_pid()}
-            for record in sorted(run_dir.glob("*.json"))]
+    rows = []
+    for path in sorted(run_dir.glob("*.json")):
+        sandbox = ScopeSandbox(run_dir, path.stem)
+        record = sandbox.record()
+        rows.append({"scope": path.stem, "pid": sandbox.running_pid(),
+                     "uid": record.get("uid"), "limits": record.get("limits", "")})
     if args.json:
         print(json.dumps(rows))
     for row in [] if args.json else rows:
-        print(f"{row['scope']:<16} {row['pid'] if row['pid'] else 'not running'}")
+        uid = "server's" if row["uid"] is None else row["uid"]
+        print(f"{row['scope']:<26} {row['pid'] or 'not running':<12} uid {uid:<11} "
+              f"{row['limits']}")
     return 0
 
 

@@ -11,6 +11,11 @@ Storlets hands every gateway the ``[DEFAULT]`` section of the file named by
     The ``libsbus.so`` built by ``iostack/storlet_runtime/native`` (default
     ``<checkout>/build/storlet_runtime/libsbus.so``). The gateway loads it and
     binds it read-only where the agent expects it inside the sandbox.
+``seccomp_filter_path``
+    The compiled seccomp program bwrap installs before it starts the agent
+    (``--seccomp``), built by the same Makefile with libseccomp (default
+    ``<checkout>/build/storlet_runtime/sandbox-seccomp.bpf``; see
+    ``native/sandbox_seccomp.c`` for the system calls it refuses).
 ``bwrap_path`` / ``prlimit_path`` / ``sandbox_python``
     Executables: bubblewrap, util-linux ``prlimit`` (sets the rlimits before
     bwrap starts) and the interpreter the agent runs on inside the sandbox
@@ -24,10 +29,13 @@ Storlets hands every gateway the ``[DEFAULT]`` section of the file named by
     package can be shared without the directory around it; default: the
     ``iostack`` package (its checkout also holds the all-in-one's state and
     secrets, which must stay outside).
-``sandbox_user``
-    Host user (name or number) the sandbox runs as when the server runs as
-    root (default ``nobody``). Never root: the kernel does not apply the
-    process-count limit to root.
+``sandbox_uid_base`` / ``sandbox_uid_count``
+    The reserved host uid range scopes get their own uid from when the
+    server runs as root (default 1700000000, 65536 uids; see
+    ``identity``). A server that is not root runs sandboxes as itself.
+``sandbox_uid_table``
+    The host-wide table of those uids (default
+    ``/var/lib/iostack/sandbox-uids.json``).
 ``sandbox_memory_limit``
     Address-space limit per sandboxed process (``RLIMIT_AS``; default 1G).
     (Upstream's ``container_mem_limit`` only accepts bare numbers, so the
@@ -36,9 +44,22 @@ Storlets hands every gateway the ``[DEFAULT]`` section of the file named by
     CPU seconds per sandboxed process (``RLIMIT_CPU``; default 60). Storlets
     forks one process per request, so this bounds every request's CPU.
 ``container_pids_limit``
-    Processes of the sandbox user (``RLIMIT_NPROC``; default 128).
+    Processes of the scope: its cgroup's ``pids.max`` and its uid's
+    ``RLIMIT_NPROC`` (default 128).
+``sandbox_cgroup_memory``
+    Memory of the whole scope (its cgroup's ``memory.max`` or
+    ``memory.limit_in_bytes``; default: ``sandbox_memory_limit``).
+``sandbox_cpus``
+    CPU time of the whole scope, in cores (its cgroup's CPU quota; default 1).
+``sandbox_cgroup_root``
+    Name of the cgroup the scopes' cgroups are made under (default
+    ``iostack-storlets``), below the server's own cgroup, one level per
+    stack (see ``cgroups``).
 ``sandbox_tmp_size``
     Size of the private ``/tmp`` (default 64M).
+``sandbox_channel_size``
+    Size of the tmpfs the scope's channels (SBus sockets, the log socket)
+    live on inside the sandbox (default 1M).
 ``sandbox_file_size``
     Largest file a sandboxed process may write (``RLIMIT_FSIZE``; default 64M).
 """
@@ -48,14 +69,16 @@ from __future__ import annotations
 import functools
 import importlib
 import os
-import pwd
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from iostack.storlet_runtime.identity import DEFAULT_UID_TABLE
+
 CHECKOUT = Path(__file__).resolve().parents[2]
 DEFAULT_LIBSBUS = CHECKOUT / "build" / "storlet_runtime" / "libsbus.so"
+DEFAULT_SECCOMP = CHECKOUT / "build" / "storlet_runtime" / "sandbox-seccomp.bpf"
 
 _SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -86,16 +109,6 @@ def _positive_int(conf: Mapping[str, str], key: str, default: int) -> int:
     return value
 
 
-def _user_ids(user: str) -> tuple[int, int]:
-    try:
-        entry = pwd.getpwuid(int(user)) if user.isdigit() else pwd.getpwnam(user)
-    except KeyError:
-        if user.isdigit():  # a bare uid needs no passwd entry
-            return int(user), int(user)
-        raise SandboxConfigError(f"sandbox_user: no such user {user!r}") from None
-    return entry.pw_uid, entry.pw_gid
-
-
 def _path_list(conf: Mapping[str, str], key: str, default: str) -> tuple[str, ...]:
     return tuple(p for p in str(conf.get(key, default)).split(":") if p)
 
@@ -112,22 +125,41 @@ class SandboxConfig:
     python: str
     python_path: tuple[str, ...]
     python_packages: tuple[str, ...]
-    uid: int | None  # None: run as the server's own user (it is not root)
-    gid: int | None
+    seccomp_path: str
+    uid_base: int | None  # None: run as the server's own user (it is not root)
+    uid_count: int
+    uid_table: str
     mem_limit: int
     cpu_seconds: int
     pids_limit: int
+    cgroup_memory: int
+    cpus: float
+    cgroup_root: str
     tmp_size: int
+    channel_size: int
     file_size: int
 
     @classmethod
     def from_gateway_conf(cls, conf: Mapping[str, str]) -> SandboxConfig:
-        if os.geteuid() == 0:
-            uid, gid = _user_ids(str(conf.get("sandbox_user", "nobody")))
-            if uid == 0:
-                raise SandboxConfigError("sandbox_user: the sandbox must not run as root")
-        else:
-            uid = gid = None
+        if "sandbox_user" in conf:
+            raise SandboxConfigError(
+                "sandbox_user: no longer used; each scope runs as its own uid from "
+                "sandbox_uid_base/sandbox_uid_count")
+        uid_base = _positive_int(conf, "sandbox_uid_base", 1_700_000_000)
+        uid_count = _positive_int(conf, "sandbox_uid_count", 65536)
+        if uid_base + uid_count > 0xFFFFFFFF:
+            raise SandboxConfigError("sandbox_uid_base + sandbox_uid_count exceeds the uid space")
+        mem_limit = parse_size("sandbox_memory_limit", conf.get("sandbox_memory_limit", "1G"))
+        try:
+            cpus = float(conf.get("sandbox_cpus", 1))
+        except ValueError:
+            raise SandboxConfigError(
+                f"sandbox_cpus: expected a number of cores, got {conf['sandbox_cpus']!r}") from None
+        if cpus <= 0:
+            raise SandboxConfigError(f"sandbox_cpus: must be positive, got {cpus}")
+        cgroup_root = str(conf.get("sandbox_cgroup_root", "iostack-storlets"))
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", cgroup_root) or cgroup_root in (".", ".."):
+            raise SandboxConfigError(f"sandbox_cgroup_root: a plain name, got {cgroup_root!r}")
         return cls(
             libsbus_path=str(conf.get("libsbus_path", DEFAULT_LIBSBUS)),
             bwrap_path=str(conf.get("bwrap_path", "/usr/bin/bwrap")),
@@ -136,12 +168,20 @@ class SandboxConfig:
             python_path=_path_list(conf, "sandbox_python_path",
                                    str(Path(_package_dir("storlets")).parent)),
             python_packages=_path_list(conf, "sandbox_python_packages", _package_dir("iostack")),
-            uid=uid,
-            gid=gid,
-            mem_limit=parse_size("sandbox_memory_limit", conf.get("sandbox_memory_limit", "1G")),
+            seccomp_path=str(conf.get("seccomp_filter_path", DEFAULT_SECCOMP)),
+            uid_base=uid_base if os.geteuid() == 0 else None,
+            uid_count=uid_count,
+            uid_table=str(conf.get("sandbox_uid_table", DEFAULT_UID_TABLE)),
+            mem_limit=mem_limit,
             cpu_seconds=_positive_int(conf, "sandbox_cpu_seconds", 60),
             pids_limit=_positive_int(conf, "container_pids_limit", 128),
+            cgroup_memory=parse_size("sandbox_cgroup_memory",
+                                     conf.get("sandbox_cgroup_memory", mem_limit)),
+            cpus=cpus,
+            cgroup_root=cgroup_root,
             tmp_size=parse_size("sandbox_tmp_size", conf.get("sandbox_tmp_size", "64M")),
+            channel_size=parse_size("sandbox_channel_size",
+                                    conf.get("sandbox_channel_size", "1M")),
             file_size=parse_size("sandbox_file_size", conf.get("sandbox_file_size", "64M")),
         )
 

@@ -23,10 +23,12 @@ parameters (each a string, as Storlets passes them):
 ``account``, ``container``, ``object``
     Who the request is about (``FilterContext``).
 
-``encode`` answers with user metadata ``Iostack-Sysmeta`` (JSON). Storlets
-sends metadata before the body while encoders know their sysmeta only at the
-end, so the encoded body is spooled to the sandbox's private ``/tmp`` first
-(bounded by ``sandbox_tmp_size``). ``decode`` answers with
+``encode`` answers with user metadata ``Iostack-Sysmeta`` (JSON) and
+``Iostack-Encoded-Length`` (the bytes it is about to write: the server fails
+the PUT when the output ends short of it, say because the process died).
+Storlets sends metadata before the body while encoders know their sysmeta
+only at the end, so the encoded body is spooled to the sandbox's private
+``/tmp`` first (bounded by ``sandbox_tmp_size``). ``decode`` answers with
 ``Iostack-Length`` (the decoded length) and streams.
 
 A filter that is not declared ``sandboxable`` is refused here too.
@@ -145,7 +147,8 @@ def run_filter(spec: FilterSpec, in_file: Any, out_file: Any, params: dict[str, 
         with tempfile.TemporaryFile(dir="/tmp") as spool:  # noqa: S108 - the sandbox's own
             for piece in encoder.encode(iter(lambda: in_file.read(CHUNK), b"")):
                 spool.write(piece)
-            out_file.set_metadata({"Iostack-Sysmeta": json.dumps(encoder.sysmeta())})
+            out_file.set_metadata({"Iostack-Sysmeta": json.dumps(encoder.sysmeta()),
+                                   "Iostack-Encoded-Length": str(spool.tell())})
             spool.seek(0)
             widen(out_file.fileno())
             shutil.copyfileobj(spool, out_file, PIPE_PIECE)

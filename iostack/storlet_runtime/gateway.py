@@ -43,11 +43,23 @@ What this gateway adds on top of ``StorletGatewayContainer``:
   with every daemon, after 300 s without a command;
 - bodies cross the pipes in 1 MiB pieces, not 64 KiB ones (``pipes``): the
   storlet's output is read in pieces of up to that size, and a streamed
-  input (at the proxy) is written to the storlet joined into pieces of it.
+  input (at the proxy) is written to the storlet joined into pieces of it;
+- the scope is a hash of the whole account (``identity.sandbox_scope``,
+  from the account Storlets passes as ``options['scope']``), not upstream's
+  first 13 characters; each scope runs as its own uid and in its own cgroup,
+  and its channels live inside the sandbox (``channels``): every message is
+  sent only to a socket of the scope's uid;
+- when the request names the code it expects (``storlet_code_sha256``: the
+  IOStack data path sends the SHA-256 the controller recorded; at the object
+  servers it arrives as ``X-Storlet-Code-Sha256``), the storlet file about
+  to run is hashed first and a mismatch is refused with ``503`` naming the
+  storlet: a tenant who overwrote an imposed filter in its own ``storlet``
+  container gets an error, never a pass-through.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import time
@@ -56,15 +68,19 @@ from typing import Any
 from storlets.gateway.common.exceptions import StorletTimeout
 from storlets.gateway.common.stob import FileDescriptorIterator, StorletData, StorletResponse
 from storlets.gateway.gateways.container.gateway import StorletGatewayContainer
-from storlets.gateway.gateways.container.runtime import RunTimeSandbox
+from storlets.gateway.gateways.container.runtime import RunTimePaths, RunTimeSandbox
 from storlets.sbus import SBus
 from swift.common.swob import HTTPBadRequest, HTTPServiceUnavailable
 
-from iostack.storlet_runtime.config import sandbox_config
+from iostack.storlet_runtime import channels
+from iostack.storlet_runtime.cgroups import scope_cgroup
+from iostack.storlet_runtime.channels import ChannelError
+from iostack.storlet_runtime.config import SandboxConfig, sandbox_config
+from iostack.storlet_runtime.identity import sandbox_scope, scope_uid
+from iostack.storlet_runtime.packaging import code_mismatch
 from iostack.storlet_runtime.pipes import PIPE_PIECE, joined
 from iostack.storlet_runtime.sandbox import (
     ScopeSandbox,
-    bwrap_command,
     check_reachable,
     process_start_time,
 )
@@ -80,19 +96,55 @@ def run_dir(gateway_conf: dict[str, Any]) -> str:
     return gateway_conf.get("sandbox_run_dir", os.path.join(host_root, "sandboxes"))
 
 
+def sandbox_uid(conf: dict[str, Any], cfg: SandboxConfig, scope: str) -> int | None:
+    """The host uid ``scope``'s sandbox runs as; None: as this server (it is not root)."""
+    if cfg.uid_base is None:
+        return None
+    return scope_uid(cfg.uid_table, run_dir(conf), scope, cfg.uid_base, cfg.uid_count)
+
+
+class SandboxPaths(RunTimePaths):
+    """Upstream's paths, with the host side of the channels inside the running sandbox."""
+
+    def __init__(self, scope: str, conf: dict[str, Any], sandbox: ScopeSandbox,
+                 uid: int) -> None:
+        super().__init__(scope, conf)
+        self.sandbox = sandbox
+        self.uid = uid
+
+    @property
+    def host_pipe_dir(self) -> str:
+        found = self.sandbox.channel_dir()
+        if found is None:
+            # No sandbox: a path that cannot exist, so upstream's ping fails and it restarts.
+            return os.path.join(self.sandbox.run_dir, f"{self.scope}.not-running")
+        channels.expect(found, self.uid)
+        return found
+
+    def create_host_pipe_dir(self) -> str:
+        """Nothing to make on the host (upstream's restart calls it): bwrap makes the tmpfs."""
+        return self.host_pipe_dir
+
+
 class BwrapRunTimeSandbox(RunTimeSandbox):
     """A scope's sandbox: the Storlets agent under bubblewrap."""
 
-    # Per server process: a storlet daemon's socket (host path) -> the daemon's host pid,
+    # Per server process: a storlet daemon (run dir/scope/storlet) -> the daemon's host pid,
     # its start time, and when the daemon factory last confirmed it (time.monotonic()).
     known_daemons: dict[str, tuple[int, int, float]] = {}
 
     def __init__(self, scope: str, conf: dict[str, Any], logger: Any) -> None:
         super().__init__(scope, conf, logger)
         self.config = sandbox_config(conf)
-        # The host side of SBus loads the library through this class attribute.
+        # The host side of SBus loads the library through this class attribute,
+        # and sends through the channel check.
         SBus.SBUS_SO_NAME = self.config.libsbus_path
-        self.process = ScopeSandbox(run_dir(conf), scope)
+        channels.install()
+        self.run_dir = run_dir(conf)
+        self.process = ScopeSandbox(self.run_dir, scope)
+        self.uid = sandbox_uid(conf, self.config, scope)
+        self.paths = SandboxPaths(scope, conf, self.process,
+                                  os.geteuid() if self.uid is None else self.uid)
         self.stderr_path = os.path.join(self.paths.host_log_root_dir, scope, "sandbox.log")
 
     def restart(self) -> None:
@@ -109,21 +161,23 @@ class BwrapRunTimeSandbox(RunTimeSandbox):
         # Storlets names the image after the scope; there are no images here, only the scope.
         del container_image_name
         self.process.stop(self.sandbox_stop_timeout)
-        self.paths.create_host_pipe_dir()
         storlet_dir = self.paths.host_storlet_base_dir
         os.makedirs(storlet_dir, 0o755, exist_ok=True)
-        for directory in (self.paths.host_pipe_dir, storlet_dir):
-            check_reachable(directory, self.config.uid, self.config.gid)
-        argv = bwrap_command(
-            self.config, self.scope, self.paths.host_pipe_dir, storlet_dir,
-            self._get_container_name(self.scope), self.storlet_daemon_factory_debug_level,
-        )
-        pid = self.process.start(argv, self.config, self.stderr_path)
-        self.logger.info(f"started storlet sandbox for scope {self.scope} (pid {pid})")
+        check_reachable(storlet_dir, self.uid)
+        cfg = self.config
+        # Under a name per stack: two stacks on one host may serve the same account.
+        stack = hashlib.sha256(os.path.realpath(self.run_dir).encode()).hexdigest()[:8]
+        cgroup = scope_cgroup(f"{cfg.cgroup_root}/{stack}", self.scope, cfg.pids_limit,
+                              cfg.cgroup_memory, cfg.cpus)
+        pid = self.process.start(cfg, self.uid, cgroup, self.stderr_path, storlet_dir,
+                                 self._get_container_name(self.scope),
+                                 self.storlet_daemon_factory_debug_level)
+        self.logger.info(f"started storlet sandbox for scope {self.scope} (pid {pid}, "
+                         f"uid {self.uid}; {cgroup.describe()})")
 
     def activate_storlet_daemon(self, sreq: Any, cache_updated: bool = True) -> None:
         """Make sure the storlet's daemon runs; upstream's SBus status check only when needed."""
-        key = self.paths.get_host_storlet_pipe(sreq.storlet_main)
+        key = f"{self.run_dir}/{self.scope}/{sreq.storlet_main}"
         known = self.known_daemons.pop(key, None)
         if (known is not None and not cache_updated
                 and time.monotonic() - known[2] < DAEMON_RECHECK
@@ -163,7 +217,18 @@ class BwrapStorletGateway(StorletGatewayContainer):
         super().__init__(conf, logger, scope)
         self.sandbox_config = sandbox_config(conf)
 
+    def _scope_to(self, scope: str) -> None:
+        self.scope = scope
+        self.uid = sandbox_uid(self.conf, self.sandbox_config, scope)
+        self.paths = SandboxPaths(scope, self.conf, ScopeSandbox(run_dir(self.conf), scope),
+                                  os.geteuid() if self.uid is None else self.uid)
+
     def invocation_flow(self, sreq: Any) -> Any:
+        # Storlets built this gateway with the account cut to 13 characters; the
+        # whole account comes with the request (callers that name a scope
+        # themselves, such as the sandbox CLI and tests, send none).
+        account = sreq.options.get("scope")
+        self._scope_to(sandbox_scope(account) if account else self.scope)
         size = execute_message_size(sreq, self.paths.get_sbox_storlet_dir(sreq.storlet_main))
         if size > SBUS_MAX_MESSAGE:
             raise HTTPBadRequest(
@@ -174,6 +239,12 @@ class BwrapStorletGateway(StorletGatewayContainer):
                                     data_iter=joined(sreq.data.data_iter))
         try:
             output = super().invocation_flow(sreq).data
+        except ChannelError as exc:
+            self.logger.error(f"scope {self.scope}: {exc}; tearing its sandbox down")
+            self.sandbox(self.scope, self.conf, self.logger).stop()
+            raise HTTPServiceUnavailable(body=(
+                f"Storlet {sreq.storlet_id}: its sandbox's channel is not the sandbox's own "
+                f"({exc}); the sandbox was stopped.\n").encode()) from None
         except StorletTimeout:
             self.logger.warning(f"storlet {sreq.storlet_main} timed out in scope {self.scope}; "
                                 "tearing its sandbox down")
@@ -188,15 +259,24 @@ class BwrapStorletGateway(StorletGatewayContainer):
     def update_container_from_cache(self, sreq: Any) -> bool:
         updated = super().update_container_from_cache(sreq)
         updated = self._refresh_newer_uploads(sreq) or updated
-        uid, gid = self.sandbox_config.uid, self.sandbox_config.gid
-        if updated and uid is not None:
-            storlet_dir = self.paths.get_host_storlet_dir(sreq.storlet_main)
-            os.chown(storlet_dir, uid, gid)
+        storlet_dir = self.paths.get_host_storlet_dir(sreq.storlet_main)
+        if updated and self.uid is not None:
+            os.chown(storlet_dir, self.uid, self.uid)
             os.chmod(storlet_dir, 0o500)
             for name in os.listdir(storlet_dir):
                 path = os.path.join(storlet_dir, name)
-                os.chown(path, uid, gid)
+                os.chown(path, self.uid, self.uid)
                 os.chmod(path, 0o400)
+        expected = sreq.options.get("storlet_code_sha256")
+        if expected:
+            why = code_mismatch(os.path.join(storlet_dir, sreq.storlet_id), expected)
+            if why is not None:
+                self.logger.error(f"storlet {sreq.storlet_id} of scope {self.scope}: {why}, "
+                                  f"expected {expected}; refusing to run it")
+                raise HTTPServiceUnavailable(body=(
+                    f"Filter code of storlet {sreq.storlet_id} is not the code the "
+                    f"controller recorded (SHA-256 {expected}): {why}. Refusing to run "
+                    "it.\n").encode())
         return updated
 
     def _refresh_newer_uploads(self, sreq: Any) -> bool:

@@ -18,6 +18,7 @@ sysmeta) and ``X-Object-Meta-Iostack-Length`` (decode: the decoded length);
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -129,3 +130,13 @@ def read_storlet_result(headers: Mapping[str, str]) -> dict[str, Any]:
     if "x-object-meta-iostack-length" in lowered:
         result["length"] = int(lowered["x-object-meta-iostack-length"])
     return result
+
+
+def code_mismatch(path: str, expected: str) -> str | None:
+    """Why the storlet file at ``path`` is not the code with SHA-256 ``expected`` (None: it is)."""
+    try:
+        with open(path, "rb") as f:
+            found = hashlib.sha256(f.read()).hexdigest()
+    except OSError as exc:
+        return f"cannot read it ({exc.strerror})"
+    return None if found == expected.lower() else f"its code has SHA-256 {found}"

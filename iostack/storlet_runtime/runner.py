@@ -38,6 +38,7 @@ from storlets.gateway.common.stob import StorletData
 from storlets.swift_middleware.handlers.base import SwiftFileManager
 
 from iostack.storlet_runtime.gateway import BwrapStorletGateway
+from iostack.storlet_runtime.identity import sandbox_scope
 from iostack.storlet_runtime.swift_conf import (
     DEPENDENCY_CONTAINER,
     LOG_CONTAINER,
@@ -50,20 +51,13 @@ META = "x-object-meta-storlet-"
 REGISTRATION_TTL = 1.0
 
 
-def storlets_scope(account: str, reseller_prefix: str = "AUTH") -> str:
-    """The scope Storlets derives from an account: no reseller prefix, 13 characters."""
-    start = len(reseller_prefix) + 1 if account.startswith(reseller_prefix + "_") else 0
-    return account[start:start + 13]
-
-
 class SandboxRunner:
-    def __init__(self, swift_dir: str | Path, logger: Any, reseller_prefix: str = "AUTH") -> None:
+    def __init__(self, swift_dir: str | Path, logger: Any) -> None:
         parser = configparser.RawConfigParser()
         parser.read(gateway_conf_path(Path(swift_dir)))
         self.gateway_conf = dict(parser.items("DEFAULT"))
         self.ic_conf = str(internal_client_conf_path(Path(swift_dir)))
         self.logger = logger
-        self.reseller_prefix = reseller_prefix
         # (account, storlet) -> (read until, registration); see the module docstring.
         self._registrations: dict[tuple[str, str], tuple[float, dict[str, str]]] = {}
 
@@ -91,8 +85,12 @@ class SandboxRunner:
 
     def run(self, account: str, storlet: str, params: dict[str, str],
             data_iter: Iterable[bytes], metadata: dict[str, str] | None = None,
-            ) -> tuple[dict[str, str], Iterator[bytes]]:
-        """Run ``storlet`` of ``account`` on ``data_iter``; return its metadata and output."""
+            code_sha256: str | None = None) -> tuple[dict[str, str], Iterator[bytes]]:
+        """Run ``storlet`` of ``account`` on ``data_iter``; return its metadata and output.
+
+        With ``code_sha256`` the gateway refuses (503) a storlet whose code is
+        not that (see ``gateway``).
+        """
         files = self._files(account)
         registration = self.registration(account, storlet)
         options = {
@@ -102,9 +100,11 @@ class SandboxRunner:
             "storlet_x_timestamp": registration["x-timestamp"],
             "storlet_content_length": registration["content-length"],
             "file_manager": files,
+            "scope": account,  # as Storlets' handlers pass it: the gateway derives the scope
         }
-        gateway = BwrapStorletGateway(self.gateway_conf, self.logger,
-                                      storlets_scope(account, self.reseller_prefix))
+        if code_sha256:
+            options["storlet_code_sha256"] = code_sha256
+        gateway = BwrapStorletGateway(self.gateway_conf, self.logger, sandbox_scope(account))
         request = gateway.request_class(storlet, dict(params),
                                         StorletData(metadata or {}, data_iter=iter(data_iter)),
                                         options=options)

@@ -9,14 +9,25 @@ request) with:
   dropped;
 - a read-only root built from scratch: ``/usr`` (read-only), ``/proc``, a
   minimal ``/dev``, a private size-limited ``/tmp``, and only the scope's
-  storlet directory (``/var/lib/storlets``, read-only), its channel directory
-  (``/mnt/channels``, where SBus sockets live), ``libsbus.so``, the agent's
-  Python path and single packages (``iostack``) under
+  storlet directory (``/var/lib/storlets``, read-only), ``libsbus.so``, the
+  agent's Python path and single packages (``iostack``) under
   ``/usr/local/lib/storlets``; ``/etc``, ``/root``, the Swift configs, the
   all-in-one's state and the devices are simply not there;
+- the channels (``/mnt/channels``: SBus sockets and the log socket) on a
+  size-capped ``0700`` tmpfs that exists only inside the sandbox: nothing on
+  the host disk, nothing any other local user can open. The server reaches
+  it through the sandbox's root, ``/proc/<pid>/root/mnt/channels``
+  (``SandboxPaths``), which the kernel lets only root and the scope's own
+  uid traverse; ``channels`` checks every socket before a message is sent;
+- no ``/dev/log``: ``agent`` binds a log socket in the channels and copies
+  what the agent logs to the sandbox's stderr (the scope's ``sandbox.log``);
+- a seccomp program (``--seccomp``, built by ``native/``) refusing ptrace,
+  mount, keyctl, bpf and the like;
+- its own host uid per scope (``identity``) and its own cgroup (``cgroups``:
+  processes, memory, CPU of the whole sandbox), joined before bwrap starts;
 - rlimits set by ``prlimit`` before bwrap starts, inherited by every process
-  inside: address space, CPU seconds, process count, file size, no core
-  dumps; and, when the server runs as root, an unprivileged host user.
+  inside: address space, CPU seconds, process count (per uid, so per
+  scope), file size, no core dumps.
 
 Tear-down is by pid, never by name: ``<run_dir>/<scope>.json`` records the
 pid of the outer bwrap process and its start time (so a recycled pid is never
@@ -53,6 +64,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from iostack.storlet_runtime.cgroups import ScopeCgroup, join
 from iostack.storlet_runtime.config import SandboxConfig
 
 SANDBOX_LIB_DIR = "/usr/local/lib/storlets"
@@ -61,7 +73,9 @@ SANDBOX_PACKAGE_DIR = SANDBOX_LIB_DIR + "/packages"
 SANDBOX_STORLET_DIR = "/var/lib/storlets"
 SANDBOX_CHANNEL_DIR = "/mnt/channels"
 FACTORY_PIPE = SANDBOX_CHANNEL_DIR + "/factory_pipe"
+LOG_SOCKET = SANDBOX_CHANNEL_DIR + "/log"
 FACTORY_MODULE = "storlets.agent.daemon_factory"
+AGENT_MODULE = "iostack.storlet_runtime.agent"
 DAEMON_MODULE = "storlets.agent.daemon"
 
 # The sandboxes this process started and has not reaped yet, by pid (see the docstring).
@@ -79,9 +93,12 @@ class SandboxStartError(RuntimeError):
     """The sandbox could not be started (lock timeout, missing executable...)."""
 
 
-def bwrap_command(cfg: SandboxConfig, scope: str, host_pipe_dir: str,
-                  host_storlet_dir: str, container_name: str, log_level: str) -> list[str]:
-    """The full argv (prlimit, bwrap, agent) that starts ``scope``'s sandbox."""
+def bwrap_command(cfg: SandboxConfig, scope: str, host_storlet_dir: str, container_name: str,
+                  log_level: str, seccomp_fd: int) -> list[str]:
+    """The full argv (prlimit, bwrap, agent) that starts ``scope``'s sandbox.
+
+    ``seccomp_fd`` is an open descriptor of the seccomp program, inherited by bwrap.
+    """
     limits = [
         cfg.prlimit_path, f"--as={cfg.mem_limit}", f"--cpu={cfg.cpu_seconds}",
         f"--nproc={cfg.pids_limit}", f"--fsize={cfg.file_size}", "--core=0", "--",
@@ -89,7 +106,7 @@ def bwrap_command(cfg: SandboxConfig, scope: str, host_pipe_dir: str,
     isolation = [
         cfg.bwrap_path, "--unshare-all", "--unshare-user", "--disable-userns",
         "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-        "--hostname", f"storlets-{scope}",
+        "--hostname", f"storlets-{scope}", "--seccomp", str(seccomp_fd),
     ]
     filesystem = ["--ro-bind", "/usr", "/usr"]
     for link in ("bin", "lib", "lib64", "sbin"):
@@ -110,12 +127,12 @@ def bwrap_command(cfg: SandboxConfig, scope: str, host_pipe_dir: str,
     if cfg.python_packages:
         python_dirs.insert(0, SANDBOX_PACKAGE_DIR)
     filesystem += [
-        "--bind", host_pipe_dir, SANDBOX_CHANNEL_DIR,
+        "--perms", "0700", "--size", str(cfg.channel_size), "--tmpfs", SANDBOX_CHANNEL_DIR,
         "--ro-bind", host_storlet_dir, SANDBOX_STORLET_DIR,
+        # The agent logs to /dev/log; it lands on the log socket ``agent`` binds.
+        "--symlink", LOG_SOCKET, "/dev/log",
+        "--remount-ro", "/usr/local", "--remount-ro", "/",
     ]
-    if os.path.exists("/dev/log"):  # the agent logs to syslog; without it, logs are dropped
-        filesystem += ["--bind", "/dev/log", "/dev/log"]
-    filesystem += ["--remount-ro", "/usr/local", "--remount-ro", "/"]
     environment = [
         "--clearenv",
         "--setenv", "PYTHONPATH", ":".join(python_dirs),
@@ -124,12 +141,12 @@ def bwrap_command(cfg: SandboxConfig, scope: str, host_pipe_dir: str,
         "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
         "--chdir", "/tmp",
     ]
-    agent = [cfg.python, "-m", FACTORY_MODULE, FACTORY_PIPE, log_level,
-             container_name]
+    agent = [cfg.python, "-m", AGENT_MODULE, LOG_SOCKET, "--",
+             cfg.python, "-m", FACTORY_MODULE, FACTORY_PIPE, log_level, container_name]
     return limits + isolation + filesystem + environment + ["--"] + agent
 
 
-def check_reachable(path: str, uid: int | None, gid: int | None) -> None:
+def check_reachable(path: str, uid: int | None) -> None:
     """Raise if the sandbox user cannot reach ``path`` (bwrap binds with its rights).
 
     A private parent directory (e.g. ``0700``) makes bwrap fail with a bare
@@ -140,7 +157,7 @@ def check_reachable(path: str, uid: int | None, gid: int | None) -> None:
     current = Path(path).resolve()
     for directory in (current, *current.parents):
         st = directory.stat()
-        bits = 0o001 if st.st_uid != uid and st.st_gid != gid else \
+        bits = 0o001 if st.st_uid != uid and st.st_gid != uid else \
             (0o100 if st.st_uid == uid else 0o010)
         if not st.st_mode & bits:
             raise SandboxStartError(
@@ -210,15 +227,34 @@ class ScopeSandbox:
         finally:
             os.close(fd)  # also releases the lock
 
-    def running_pid(self) -> int | None:
-        """Pid of the recorded bwrap process if it is still that process and alive."""
+    def record(self) -> dict:
+        """The pid record of the last start ({} if none)."""
         try:
             record = json.loads(self.record_path.read_text())
+        except (OSError, ValueError):
+            return {}
+        return record if isinstance(record, dict) else {}
+
+    def running_pid(self) -> int | None:
+        """Pid of the recorded bwrap process if it is still that process and alive."""
+        record = self.record()
+        try:
             pid, started = int(record["pid"]), int(record["start_time"])
-        except (OSError, ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError):
             return None
         reap_exited()
         return pid if process_start_time(pid) == started else None
+
+    def channel_dir(self) -> str | None:
+        """The host's way into the running sandbox's channels, or None if none runs.
+
+        The channels tmpfs exists only in the sandbox's mount namespace; the
+        bwrap process's first child (the pid namespace's init) has the
+        sandbox's root, so ``/proc/<it>/root`` leads there.
+        """
+        pid = self.running_pid()
+        children = _children(pid) if pid is not None else []
+        return f"/proc/{children[0]}/root{SANDBOX_CHANNEL_DIR}" if children else None
 
     def find_daemon(self, storlet_main: str) -> tuple[int, int] | None:
         """Host pid and start time of the storlet daemon running ``storlet_main``, if any.
@@ -244,23 +280,47 @@ class ScopeSandbox:
             pending += children
         return None
 
-    def start(self, argv: list[str], cfg: SandboxConfig, stderr_path: str | Path) -> int:
-        """Start the sandbox (caller holds the lock and has stopped any previous one)."""
+    def start(self, cfg: SandboxConfig, uid: int | None, cgroup: ScopeCgroup,
+              stderr_path: str | Path, host_storlet_dir: str, container_name: str,
+              log_level: str) -> int:
+        """Start the sandbox (caller holds the lock and has stopped any previous one).
+
+        The child joins the scope's cgroup and, when ``uid`` is given, drops
+        to that uid (and the group of the same number) before it execs
+        ``prlimit`` and bwrap, so everything in the sandbox starts counted
+        and unprivileged.
+        """
         reap_exited()
-        for exe in (argv[0], cfg.bwrap_path, cfg.libsbus_path):
+        for exe in (cfg.prlimit_path, cfg.bwrap_path, cfg.libsbus_path, cfg.seccomp_path):
             if not os.path.exists(exe):
                 raise SandboxStartError(
-                    f"scope {self.scope}: {exe} is missing (install bubblewrap; "
-                    "build libsbus.so with make -C iostack/storlet_runtime/native)")
+                    f"scope {self.scope}: {exe} is missing (install bubblewrap and "
+                    "libseccomp-dev; build with make -C iostack/storlet_runtime/native)")
+        procs_files = cgroup.procs_files
+
+        def enter() -> None:  # in the child, between fork and exec
+            join(procs_files)
+            if uid is not None:
+                os.setgroups([])
+                os.setresgid(uid, uid, uid)
+                os.setresuid(uid, uid, uid)
+
         Path(stderr_path).parent.mkdir(parents=True, exist_ok=True)
-        with open(stderr_path, "ab") as err:
-            proc = subprocess.Popen(  # noqa: S603 - argv built from config, no shell
-                argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err, close_fds=True,
-                start_new_session=True, user=cfg.uid, group=cfg.gid,
-                extra_groups=[] if cfg.uid is not None else None,
-            )
+        seccomp_fd = os.open(cfg.seccomp_path, os.O_RDONLY)
+        try:
+            argv = bwrap_command(cfg, self.scope, host_storlet_dir, container_name, log_level,
+                                 seccomp_fd)
+            with open(stderr_path, "ab") as err:
+                proc = subprocess.Popen(  # noqa: S603 - argv built from config, no shell
+                    argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err, close_fds=True,
+                    pass_fds=(seccomp_fd,), start_new_session=True,
+                    preexec_fn=enter,  # noqa: PLW1509 - must run as root before the exec
+                )
+        finally:
+            os.close(seccomp_fd)
         started = process_start_time(proc.pid)
-        record = {"pid": proc.pid, "start_time": started, "scope": self.scope,
+        record = {"pid": proc.pid, "start_time": started, "scope": self.scope, "uid": uid,
+                  "limits": cgroup.describe(), "cgroups": [str(d) for d in cgroup.dirs],
                   "started_at": time.time()}
         tmp = self.record_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(record))
@@ -269,11 +329,13 @@ class ScopeSandbox:
         return proc.pid
 
     def stop(self, timeout: float = 5.0) -> bool:
-        """Kill the recorded sandbox by pid; True if one was running."""
+        """Kill the recorded sandbox by pid, remove its cgroups; True if one was running."""
         pid = self.running_pid()
+        cgroups = ScopeCgroup(None, dirs=[Path(d) for d in self.record().get("cgroups", [])])
         with contextlib.suppress(FileNotFoundError):
             self.record_path.unlink()
         if pid is None:
+            cgroups.remove()
             return False
         try:
             os.kill(pid, signal.SIGKILL)
@@ -284,4 +346,5 @@ class ScopeSandbox:
         while process_start_time(pid) is not None and time.monotonic() < deadline:
             time.sleep(0.02)
         reap_exited()
+        cgroups.remove()
         return True

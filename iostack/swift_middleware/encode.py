@@ -27,13 +27,14 @@ from swift.common.request_helpers import get_container_update_override_key
 from swift.common.swob import (
     HTTPClientDisconnect,
     HTTPInternalServerError,
+    HTTPServiceUnavailable,
     HTTPUnprocessableEntity,
     Request,
     normalize_etag,
 )
 
 from iostack.filters.base import Encoder
-from iostack.filters.errors import FilterError
+from iostack.filters.errors import FilterError, FilterUnavailable
 from iostack.swift_middleware.record import (
     ETAG_HEADER,
     PIPELINE_HEADER,
@@ -132,9 +133,10 @@ class EncodingInput:
                     return chunk
             return b""
         except FilterError as exc:
-            raise HTTPInternalServerError(
-                request=self.request, body=f"IOStack filter failed: {exc}",
-                content_type="text/plain") from exc
+            error = HTTPServiceUnavailable if isinstance(exc, FilterUnavailable) \
+                else HTTPInternalServerError
+            raise error(request=self.request, body=f"IOStack filter failed: {exc}",
+                        content_type="text/plain") from exc
 
     def read(self, size: int = -1) -> bytes:
         if size >= 0 and not self._pending and not self.done:

@@ -60,7 +60,6 @@ from iostack.filters.errors import FilterError
 from iostack.filters.keys import KeyFileProvider
 from iostack.filters.metadata import FilterMetadata
 from iostack.filters.registry import get_filter
-from iostack.storlet_runtime.packaging import storlet_name
 from iostack.swift_middleware.decode import decoded_response, is_filtered
 from iostack.swift_middleware.encode import EncodingInput, install_footers, install_record
 from iostack.swift_middleware.policies import reader_settings, shared_reader
@@ -223,9 +222,8 @@ class IOStackProxyMiddleware:
         preserved = True  # every encoder passes the body through unchanged
         for entry in pipeline:
             if entry.sandboxed:
-                storlet = filters[entry.filter].extra.get("storlet") or storlet_name(entry.filter)
-                encoders.append((AppliedFilter(entry.filter, entry.params, {}),
-                                 SandboxedEncoder(self.sandbox, storlet, entry.params, context)))
+                encoders.append((AppliedFilter(entry.filter, entry.params, {}), SandboxedEncoder(
+                    self.sandbox, filters[entry.filter], entry.params, context)))
                 preserved = False
                 continue
             try:

@@ -6,8 +6,9 @@ middleware does the same for the filter of a record that ran in the sandbox
 last on PUT (so it is the first to undo, over the stored bytes themselves):
 each read of its view is a GET sub-request pinned to the stored version that
 carries ``X-Run-Storlet``, the storlet's registration (as Storlets' proxy
-handler would add it; ``SandboxRunner.registration`` keeps it for a second)
-and the range to decode. The object servers'
+handler would add it; ``SandboxRunner.registration`` keeps it for a second),
+the SHA-256 the record pins the code to (``X-Storlet-Code-Sha256``, which
+the object servers' gateway checks) and the range to decode. The object servers'
 ``storlet_handler`` runs the storlet in the tenant's sandbox on the local
 file and streams the decoded range back.
 
@@ -35,7 +36,7 @@ from swift.common.utils import close_if_possible
 from iostack.filters.base import FilterContext, check_range
 from iostack.filters.errors import FilterError, IntegrityError
 from iostack.storlet_runtime.packaging import storlet_run_headers
-from iostack.swift_middleware.sandboxed import SandboxedView
+from iostack.swift_middleware.sandboxed import SandboxedView, exactly
 from iostack.swift_middleware.source import ObjectChanged, SwiftObjectSource
 
 STAGES = ("object", "proxy")
@@ -75,7 +76,8 @@ class ObjectNodeSandboxedView(SandboxedView):
             yield from super().read(start, end)
             return
         try:
-            yield from self._exactly(resp.app_iter, end - start, " at the object servers")
+            yield from exactly(resp.app_iter, end - start,
+                                f"sandboxed filter {self.storlet} at the object servers")
         finally:
             close_if_possible(resp.app_iter)
 
@@ -88,6 +90,8 @@ class ObjectNodeSandboxedView(SandboxedView):
                        if key.startswith(REGISTRATION_PREFIX)}
             options["X-Storlet-Content-Length"] = registration["content-length"]
             options["X-Storlet-X-Timestamp"] = registration["x-timestamp"]
+            if self.code_sha256:  # the object servers' gateway checks the code it runs
+                options["X-Storlet-Code-Sha256"] = self.code_sha256
         except Exception as exc:  # noqa: BLE001 - the internal client's errors have many types
             raise FilterError(f"sandboxed filter {self.storlet}: no usable registration: "
                               f"{exc}") from exc

@@ -12,7 +12,8 @@ class HangFilter:
         source, sink = in_files[0], out_files[0]
         if params.get("mode") == "encode":
             body = source.read()
-            sink.set_metadata({"Iostack-Sysmeta": json.dumps({})})
+            sink.set_metadata({"Iostack-Sysmeta": json.dumps({}),
+                               "Iostack-Encoded-Length": str(len(body))})
             sink.write(body)
         else:
             if params.get("object", "").endswith("hang"):

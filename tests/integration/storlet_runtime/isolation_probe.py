@@ -11,12 +11,19 @@ Uploaded by the isolation tests; the ``check`` parameter selects the probe:
 - ``memory`` (``mib``): try to allocate that much;
 - ``forkbomb``: fork until refused (children exit after two seconds);
 - ``loop``: spin forever (the request must time out);
+- ``syscalls``: what ptrace, keyctl, bpf, mount and unshare answer;
+- ``channels``: what ``/dev/log`` and ``/mnt/channels`` are;
+- ``memhog`` (``children``, ``mib``): children each touch that much memory;
+  reports how each ended (the scope's memory cgroup kills some);
+- ``bomb``: a real fork bomb (every child forks too); never answers;
 - ``echo``: copy the input (shows the sandbox still serves).
 """
 
+import ctypes
 import errno
 import json
 import os
+import platform
 import socket
 import time
 
@@ -93,13 +100,68 @@ def _forkbomb(params):
     return {"forks": forks, "refused": None}
 
 
+# System call numbers (no C library wrapper for keyctl and bpf).
+SYSCALLS = {"x86_64": {"ptrace": 101, "keyctl": 250, "bpf": 321, "mount": 165, "unshare": 272},
+            "aarch64": {"ptrace": 117, "keyctl": 219, "bpf": 280, "mount": 40, "unshare": 97}}
+ARGS = {"ptrace": (0, 0, 0, 0),  # PTRACE_TRACEME: allowed to anyone without seccomp
+        "keyctl": (0, -3, 0),  # KEYCTL_GET_KEYRING_ID of the session keyring: likewise
+        "bpf": (0, 0, 0), "mount": (0, 0, 0, 0, 0), "unshare": (0x20000,)}
+
+
+def _syscalls(params):
+    libc = ctypes.CDLL(None, use_errno=True)
+    result = {}
+    for name, number in SYSCALLS[platform.machine()].items():
+        ctypes.set_errno(0)
+        rc = libc.syscall(ctypes.c_long(number), *[ctypes.c_long(a) for a in ARGS[name]])
+        result[name] = "ok" if rc >= 0 else errno.errorcode.get(ctypes.get_errno(), "?")
+    return result
+
+
+def _channels(params):
+    st = os.stat("/mnt/channels")
+    with open("/proc/self/mountinfo") as f:
+        fs = [line.split(" - ")[1].split()[0] for line in f if line.split()[4] == "/mnt/channels"]
+    return {"dev_log": os.readlink("/dev/log") if os.path.islink("/dev/log") else None,
+            "mode": oct(st.st_mode & 0o777), "fs": fs}
+
+
+def _memhog(params):
+    children = []
+    for _ in range(int(params["children"])):
+        pid = os.fork()
+        if pid == 0:
+            block = bytearray(int(params["mib"]) << 20)
+            for i in range(0, len(block), 4096):  # touch every page: it must be resident
+                block[i] = 1
+            time.sleep(1)
+            os._exit(0)
+        children.append(pid)
+    ends = []
+    for pid in children:
+        _, status = os.waitpid(pid, 0)
+        ends.append(os.waitstatus_to_exitcode(status))
+    if any(end != 0 for end in ends):
+        raise RuntimeError(f"memory hog children ended with {ends}")
+    return {"ends": ends}
+
+
+def _bomb(params):
+    while True:
+        try:
+            os.fork()
+        except OSError:
+            time.sleep(0.01)
+
+
 def _loop(params):
     while True:
         pass
 
 
 CHECKS = {"network": _network, "files": _files, "secrets": _secrets, "write": _write, "caps": _caps,
-          "memory": _memory, "forkbomb": _forkbomb, "loop": _loop}
+          "memory": _memory, "forkbomb": _forkbomb, "loop": _loop, "syscalls": _syscalls,
+          "channels": _channels, "memhog": _memhog, "bomb": _bomb}
 
 
 class Probe:

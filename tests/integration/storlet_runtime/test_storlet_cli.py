@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import requests
 from swiftclient.exceptions import ClientException
 
 from iostack.storlet_runtime import packaging
+from iostack.storlet_runtime.identity import sandbox_scope
 
 pytestmark = pytest.mark.integration
 
@@ -69,12 +71,17 @@ def test_library_filter_that_is_not_sandboxable_is_refused(iostack):
 def test_sandbox_list_and_stop(iostack, storlet_tenant):
     storlet_tenant.put("warm.txt", b"x")
     assert storlet_tenant.get("warm.txt", {"X-Run-Storlet": "upper.py"}).status_code == 200
+    scope = sandbox_scope("AUTH_t1")
     listed = json.loads(iostack("storlet", "sandbox", "list", "--json").stdout)
-    pid = {row["scope"]: row["pid"] for row in listed}["t1"]
-    assert pid and Path(f"/proc/{pid}").exists()
-    stopped = iostack("storlet", "sandbox", "stop", "t1")
+    row = {row["scope"]: row for row in listed}[scope]
+    assert row["pid"] and Path(f"/proc/{row['pid']}").exists()
+    if os.geteuid() == 0:  # its own uid, and which limits hold (cgroup v1 on this machine)
+        assert row["uid"] >= 1_700_000_000 and "pids.max=128" in row["limits"]
+    text = iostack("storlet", "sandbox", "list").stdout
+    assert scope in text and "pids.max" in text
+    stopped = iostack("storlet", "sandbox", "stop", scope)
     assert "stopped" in stopped.stdout
     listed = json.loads(iostack("storlet", "sandbox", "list", "--json").stdout)
-    assert {row["scope"]: row["pid"] for row in listed}.get("t1") is None
+    assert {row["scope"]: row["pid"] for row in listed}.get(scope) is None
     # The next request brings a fresh sandbox up.
     assert storlet_tenant.get("warm.txt", {"X-Run-Storlet": "upper.py"}).content == b"X"

@@ -103,3 +103,15 @@ def test_hung_storlet_times_out_and_next_request_is_served(storlet_tenant, where
     after = storlet_tenant.get("probe-input", run, params={"check": "echo"})
     assert after.status_code == 200
     assert after.content == b"input of the probe"
+
+
+def test_seccomp_refuses_ptrace_keyctl_bpf_mount_unshare(probe):
+    """Regression: the sandbox had no seccomp filter; ptrace and keyctl worked inside."""
+    assert probe("syscalls") == dict.fromkeys(("ptrace", "keyctl", "bpf", "mount", "unshare"),
+                                              "EPERM")
+
+
+def test_channels_are_a_private_tmpfs_and_dev_log_leads_there(probe):
+    """Regression: the channels were a 0777 host directory and /dev/log the host's syslog."""
+    assert probe("channels") == {"dev_log": "/mnt/channels/log", "mode": "0o700",
+                                 "fs": ["tmpfs"]}

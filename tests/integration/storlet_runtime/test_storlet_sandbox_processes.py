@@ -105,7 +105,7 @@ def test_unreachable_directory_is_named(tmp_path):
     (private / "pipes").mkdir(parents=True)
     private.chmod(0o700)
     with pytest.raises(SandboxStartError, match=f"cannot enter {private}"):
-        check_reachable(str(private / "pipes"), 65534, 65534)
+        check_reachable(str(private / "pipes"), 65534)
 
 
 SPIN = b"""class Spin:

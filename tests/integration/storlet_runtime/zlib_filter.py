@@ -2,7 +2,8 @@
 
 Follows IOStack's sandboxed-filter protocol (``iostack.storlet_runtime.filter_runner``):
 ``mode=encode`` compresses and reports ``Iostack-Sysmeta`` (the original
-length); ``mode=decode`` decompresses, optionally only ``range=start-end``.
+length) and ``Iostack-Encoded-Length``; ``mode=decode`` decompresses,
+optionally only ``range=start-end``.
 Parameter ``params`` is JSON with an optional ``level`` (1-9).
 """
 
@@ -29,7 +30,8 @@ class ZlibFilter:
                 length += len(chunk)
                 pieces.append(packer.compress(chunk))
             pieces.append(packer.flush())
-            sink.set_metadata({"Iostack-Sysmeta": json.dumps({"len": str(length)})})
+            sink.set_metadata({"Iostack-Sysmeta": json.dumps({"len": str(length)}),
+                               "Iostack-Encoded-Length": str(sum(map(len, pieces)))})
             for piece in pieces:
                 sink.write(piece)
         else:

@@ -15,7 +15,7 @@ def argv():
         "sandbox_memory_limit": "256M",
         "sandbox_cpu_seconds": "7", "container_pids_limit": "33", "sandbox_tmp_size": "8M",
     })
-    return bwrap_command(cfg, "t1", "/h/pipes/t1", "/h/storlets/t1", "tenant_t1", "ERROR")
+    return bwrap_command(cfg, "t1", "/h/storlets/t1", "tenant_t1", "ERROR", 7)
 
 
 def pairs(argv, flag):
@@ -41,8 +41,7 @@ def test_namespaces_and_privileges(argv):
 def test_only_the_scope_directories_are_mounted(argv):
     binds = dict((dst, src) for src, dst in pairs(argv, "--bind"))
     ro_binds = dict((dst, src) for src, dst in pairs(argv, "--ro-bind"))
-    binds.pop("/dev/log", None)
-    assert binds == {"/mnt/channels": "/h/pipes/t1"}
+    assert binds == {}  # nothing of the host is writable inside, not even a log socket
     assert ro_binds["/var/lib/storlets"] == "/h/storlets/t1"
     assert ro_binds["/usr"] == "/usr"
     assert ro_binds["/usr/local/lib/storlets/python/0"] == "/opt/site"
@@ -50,6 +49,19 @@ def test_only_the_scope_directories_are_mounted(argv):
     assert ro_binds["/usr/local/lib/storlets/packages/iostack"] == "/src/iostack"
     mounted = set(binds.values()) | set(ro_binds.values())
     assert not any(src in mounted for src in ("/", "/etc", "/root", "/home", "/var", "/tmp"))
+
+
+def test_channels_live_on_a_private_capped_tmpfs_and_dev_log_is_theirs(argv):
+    """Regression: the channels were a 0777 host directory bound in, and /dev/log the host's."""
+    channels = argv.index("/mnt/channels")
+    assert argv[channels - 5:channels + 1] == [
+        "--perms", "0700", "--size", str(1 << 20), "--tmpfs", "/mnt/channels"]
+    assert ("/mnt/channels/log", "/dev/log") in pairs(argv, "--symlink")
+    assert "/dev/log" not in [src for src, _ in pairs(argv, "--bind") + pairs(argv, "--ro-bind")]
+
+
+def test_seccomp_program_comes_through_the_given_descriptor(argv):
+    assert argv[argv.index("--seccomp") + 1] == "7"
 
 
 def test_read_only_root_and_private_tmp(argv):
@@ -62,9 +74,10 @@ def test_read_only_root_and_private_tmp(argv):
 
 
 def test_agent_command(argv):
-    agent = argv[argv.index("--") + 1:] if argv[0] != "/usr/bin/prlimit" else \
-        argv[len(argv) - argv[::-1].index("--"):]
-    assert agent == ["/usr/bin/python3", "-m", "storlets.agent.daemon_factory",
+    agent = argv[argv.index("/usr/bin/python3"):]
+    assert agent == ["/usr/bin/python3", "-m", "iostack.storlet_runtime.agent",
+                     "/mnt/channels/log", "--",
+                     "/usr/bin/python3", "-m", "storlets.agent.daemon_factory",
                      "/mnt/channels/factory_pipe", "ERROR", "tenant_t1"]
     env = pairs(argv, "--setenv")
     assert ("PYTHONPATH", "/usr/local/lib/storlets/packages:/usr/local/lib/storlets/python/0:"

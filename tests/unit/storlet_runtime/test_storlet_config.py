@@ -34,8 +34,10 @@ def test_defaults():
     assert any(os.path.isdir(os.path.join(p, "storlets", "agent")) for p in cfg.python_path)
     assert [os.path.basename(p) for p in cfg.python_packages] == ["iostack"]
     assert not any(os.path.exists(os.path.join(p, "pyproject.toml")) for p in cfg.python_path)
-    if os.geteuid() == 0:
-        assert cfg.uid not in (None, 0)
+    assert cfg.seccomp_path.endswith("build/storlet_runtime/sandbox-seccomp.bpf")
+    assert cfg.cgroup_memory == cfg.mem_limit and cfg.cpus == 1.0
+    if os.geteuid() == 0:  # each scope gets its own uid from the reserved range
+        assert (cfg.uid_base, cfg.uid_count) == (1_700_000_000, 65536)
 
 
 @pytest.mark.parametrize(("key", "value"), [
@@ -46,13 +48,21 @@ def test_bad_numbers(key, value):
         SandboxConfig.from_gateway_conf({key: value})
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox user applies only when run as root")
-def test_root_sandbox_user_is_refused():
-    with pytest.raises(SandboxConfigError, match="must not run as root"):
-        SandboxConfig.from_gateway_conf({"sandbox_user": "root"})
-    with pytest.raises(SandboxConfigError, match="no such user"):
-        SandboxConfig.from_gateway_conf({"sandbox_user": "no-such-user-here"})
-    assert SandboxConfig.from_gateway_conf({"sandbox_user": "4242"}).uid == 4242
+def test_one_shared_sandbox_user_is_no_longer_accepted():
+    """Regression: every scope ran as ``sandbox_user`` (nobody), sharing its process limit."""
+    with pytest.raises(SandboxConfigError, match="sandbox_user: no longer used"):
+        SandboxConfig.from_gateway_conf({"sandbox_user": "nobody"})
+
+
+@pytest.mark.parametrize(("key", "value", "match"), [
+    ("sandbox_uid_base", "0", "sandbox_uid_base"),
+    ("sandbox_uid_count", "4294967295", "exceeds the uid space"),
+    ("sandbox_cpus", "-1", "sandbox_cpus"), ("sandbox_cpus", "many", "sandbox_cpus"),
+    ("sandbox_cgroup_root", "../escape", "sandbox_cgroup_root"),
+])
+def test_bad_identity_and_cgroup_settings(key, value, match):
+    with pytest.raises(SandboxConfigError, match=match):
+        SandboxConfig.from_gateway_conf({key: value})
 
 
 def test_parsed_once_per_distinct_config():

@@ -23,7 +23,7 @@ class RecordingRunner:
     def __init__(self) -> None:
         self.params: dict[str, str] = {}
 
-    def run(self, account, storlet, params, data_iter, metadata=None):
+    def run(self, account, storlet, params, data_iter, metadata=None, code_sha256=None):
         self.params = params
         assert b"".join(data_iter) == STORED
         start, end = map(int, params["range"].split("-"))

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from iostack.storlet_runtime.cgroups import ScopeCgroup
 from iostack.storlet_runtime.config import SandboxConfig
 from iostack.storlet_runtime.sandbox import (
     SandboxStartError,
@@ -80,22 +81,29 @@ def test_lock_is_exclusive_and_times_out(tmp_path):
         pass
 
 
-@pytest.fixture
-def fake_cfg() -> SandboxConfig:
-    """A config whose 'bwrap' and 'libsbus.so' exist: ``start`` runs any argv with it."""
-    sleep = shutil.which("sleep")
-    return dataclasses.replace(SandboxConfig.from_gateway_conf({}), bwrap_path=sleep,
-                               libsbus_path=sleep, uid=None, gid=None)
+def fake_cfg(tmp_path: Path, seconds: float) -> SandboxConfig:
+    """A config whose 'prlimit' is a script sleeping ``seconds``, whatever the argv it gets."""
+    script = tmp_path / "fake-prlimit"
+    script.write_text(f"#!/bin/sh\nexec {shutil.which('sleep')} {seconds}\n")
+    script.chmod(0o755)
+    return dataclasses.replace(SandboxConfig.from_gateway_conf({}), prlimit_path=str(script),
+                               bwrap_path=str(script), libsbus_path=str(script),
+                               seccomp_path=str(script))
+
+
+def start(sandbox: ScopeSandbox, cfg: SandboxConfig, tmp_path: Path) -> int:
+    return sandbox.start(cfg, None, ScopeCgroup(None), tmp_path / "err.log", str(tmp_path),
+                         "t1", "ERROR")
 
 
 def is_zombie(pid: int) -> bool:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
 
 
-def test_a_sandbox_that_exits_is_reaped_by_the_next_check_not_by_a_thread(tmp_path, fake_cfg):
+def test_a_sandbox_that_exits_is_reaped_by_the_next_check_not_by_a_thread(tmp_path):
     sandbox = ScopeSandbox(tmp_path, "t1")
     threads = threading.active_count()
-    pid = sandbox.start([fake_cfg.bwrap_path, "0.1"], fake_cfg, tmp_path / "err.log")
+    pid = start(sandbox, fake_cfg(tmp_path, 0.1), tmp_path)
     assert threading.active_count() == threads  # nothing polls for it meanwhile
     deadline = time.monotonic() + 5
     while not is_zombie(pid) and time.monotonic() < deadline:
@@ -105,9 +113,9 @@ def test_a_sandbox_that_exits_is_reaped_by_the_next_check_not_by_a_thread(tmp_pa
     assert not Path(f"/proc/{pid}").exists()  # reaped by that check
 
 
-def test_stop_reaps_the_sandbox_it_kills(tmp_path, fake_cfg):
+def test_stop_reaps_the_sandbox_it_kills(tmp_path):
     sandbox = ScopeSandbox(tmp_path, "t1")
-    pid = sandbox.start([fake_cfg.bwrap_path, "60"], fake_cfg, tmp_path / "err.log")
+    pid = start(sandbox, fake_cfg(tmp_path, 60), tmp_path)
     assert sandbox.running_pid() == pid
     assert sandbox.stop() is True
     assert not Path(f"/proc/{pid}").exists()

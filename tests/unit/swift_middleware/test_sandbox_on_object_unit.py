@@ -56,7 +56,7 @@ class FakeRunner:
                 "x-object-meta-storlet-language": "python",
                 "x-timestamp": "1700000000.00000", "content-length": "321", "etag": "abc"}
 
-    def run(self, account, storlet, params, data_iter, metadata=None):
+    def run(self, account, storlet, params, data_iter, metadata=None, code_sha256=None):
         self.calls += 1
         assert b"".join(data_iter) == STORED
         start, end = map(int, params["range"].split("-"))

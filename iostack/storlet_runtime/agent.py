@@ -1,0 +1,60 @@
+"""The sandbox's first program: a log socket for the Storlets agent, then the agent.
+
+Runs inside the sandbox (system Python, no Storlets, no eventlet)::
+
+    python3 -m iostack.storlet_runtime.agent /mnt/channels/log -- python3 -m \\
+        storlets.agent.daemon_factory ...
+
+Storlets' agent logs to syslog at ``/dev/log``. The sandbox gets no host
+``/dev/log`` (it would hand every tenant's code a socket into the host's
+logging daemon, shared by all tenants); its ``/dev/log`` is a symlink to
+this log socket in the sandbox's own channels tmpfs. This process binds it,
+starts the agent as its child and copies each log datagram, one line each,
+to its stderr, which is the scope's ``sandbox.log`` on the host. It exits
+with the agent's status once the agent has exited.
+
+A flood cannot grow the log past the sandbox's ``RLIMIT_FSIZE``: a write
+past it fails (``SIGXFSZ`` is ignored here) and the line is dropped.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import socket
+import sys
+
+MAX_DATAGRAM = 8192
+
+
+def relay(log_path: str, argv: list[str]) -> int:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(log_path)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    child = os.fork()
+    if child == 0:
+        sock.close()
+        os.execv(argv[0], argv)
+    while True:
+        ready, _, _ = select.select([sock], [], [], 1.0)
+        if ready:
+            line = sock.recv(MAX_DATAGRAM).replace(b"\n", b" ").rstrip(b"\0") + b"\n"
+            try:
+                os.write(2, line)
+            except OSError:  # past the file-size limit, or stderr closed: drop the line
+                pass
+        pid, status = os.waitpid(child, os.WNOHANG)
+        if pid == child:
+            return os.waitstatus_to_exitcode(status)
+
+
+def main() -> None:
+    log_path, sep, *argv = sys.argv[1:]
+    if sep != "--" or not argv:
+        sys.exit("usage: agent LOG_SOCKET -- PROGRAM [ARGS...]")
+    sys.exit(relay(log_path, argv))
+
+
+if __name__ == "__main__":
+    main()
