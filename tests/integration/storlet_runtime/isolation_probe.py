@@ -45,7 +45,9 @@ def _files(params):
 
 
 SECRET_NAMES = {".iostack", ".iostack-test", "aio.json", "swift.conf", "secrets.json", ".git",
-                "srv", "node"}
+                "srv"}
+# Swift's devices live in .../srv/node; a package's "node" (playwright's driver) is not one.
+SECRET_DIRS = ("/srv/node",)
 SECRET_SUFFIXES = ("-server.conf", ".key", ".ring.gz")
 
 
@@ -57,6 +59,8 @@ def _secrets(params):
                 dirs[:] = [d for d in dirs if d not in ("proc", "sys", "dev", "usr")]
             found += [os.path.join(root, name) for name in dirs + files
                       if name in SECRET_NAMES or name.endswith(SECRET_SUFFIXES)]
+            found += [os.path.join(root, name) for name in dirs
+                      if os.path.join(root, name).endswith(SECRET_DIRS)]
     return {"found": found}
 
 
