@@ -10,11 +10,12 @@ most log shippers write them. Parameters:
   or ``null`` is NULL, numbers compare as numbers).
 - ``output``: ``csv`` (default), ``jsonl`` or ``arrow`` (``iostack.filters.output``).
 
-The object's first record fixes each field's type (a field absent or null
-there reads as a string): every answer, including a byte-range split's, has
-the same schema. A later value that does not convert to that type (text in a
-numeric field) makes the object unreadable for the selection: ``422``
-before the first selected byte, a cut answer after. Byte ranges select the
+The object's first record fixes each field's type, so that every answer,
+including a byte-range split's, has the same schema; a field absent or null
+there takes its type from the answer's first block of records (a string if
+it is null there too). A later value that does not convert to that type
+(text in a numeric field) makes the object unreadable for the selection:
+``422`` before the first selected byte, a cut answer after. Byte ranges select the
 records that start in them (``iostack.filters.records``). Parsing and
 filtering are pyarrow's (vectorized C++).
 """
@@ -103,6 +104,8 @@ class JsonSelection:
         self.content_type = self.writer.content_type
         self._schema = pa.schema([])  # of the fields read: output and predicate ones
         self._output: list[str] = []
+        self._at_start = True
+        self._begun = False
 
     def begin(self, first_record: bytes | None, at_start: bool) -> bytes:
         first = _read(first_record) if first_record and first_record.strip() else pa.table({})
@@ -111,15 +114,40 @@ class JsonSelection:
         fields = []
         for name in needed:
             index = first.schema.get_field_index(name)
-            kind = first.schema.field(index).type if index >= 0 else pa.null()
-            fields.append(pa.field(name, pa.string() if pa.types.is_null(kind) else kind))
+            fields.append(pa.field(name, first.schema.field(index).type if index >= 0
+                                   else pa.null()))
         self._schema = pa.schema(fields)
         self._output = names
-        check_typed_terms("json_select", self.terms, self._schema)
-        return self.writer.begin(pa.schema([self._schema.field(n) for n in names]), at_start)
+        self._at_start = at_start
+        check_typed_terms("json_select", self.terms, self._fixed(None))
+        if any(pa.types.is_null(f.type) for f in self._schema):
+            return b""  # the first block gives those fields their types
+        return self._start()
+
+    def _fixed(self, table: pa.Table | None) -> pa.Schema:
+        """The schema with the fields still untyped (absent or null in the first record)
+        typed as in ``table``, or as strings."""
+        fields = []
+        for field in self._schema:
+            if pa.types.is_null(field.type):
+                index = -1 if table is None else table.schema.get_field_index(field.name)
+                kind = table.schema.field(index).type if index >= 0 else pa.null()
+                field = field.with_type(pa.string() if pa.types.is_null(kind) else kind)
+            fields.append(field)
+        return pa.schema(fields)
+
+    def _start(self) -> bytes:
+        self._begun = True
+        return self.writer.begin(pa.schema([self._schema.field(n) for n in self._output]),
+                                 self._at_start)
 
     def select(self, block: bytes) -> bytes:
         table = _read(block)
+        prefix = b""
+        if not self._begun:
+            self._schema = self._fixed(table)
+            check_typed_terms("json_select", self.terms, self._schema)
+            prefix = self._start()
         columns = {}
         for field in self._schema:
             index = table.schema.get_field_index(field.name)
@@ -131,15 +159,18 @@ class JsonSelection:
                 columns[field.name] = column if column.type == field.type else column.cast(
                     field.type)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                raise FilterError(f"field {field.name!r} holds {column.type} values where the "
-                                  f"first record had {field.type}") from None
+                raise FilterError(f"field {field.name!r} holds {column.type} values where "
+                                  f"earlier records had {field.type}") from None
         typed = pa.table(columns, schema=self._schema)
         mask = typed_row_mask(self.terms, columns)
         if mask is not None:
             typed = typed.filter(mask, null_selection_behavior="drop")
-        return self.writer.write(typed.select(self._output))
+        return prefix + self.writer.write(typed.select(self._output))
 
     def end(self) -> bytes:
+        if not self._begun:  # no block: the untyped fields are strings
+            self._schema = self._fixed(None)
+            return self._start() + self.writer.end()
         return self.writer.end()
 
 

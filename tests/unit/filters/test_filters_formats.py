@@ -24,7 +24,8 @@ def arrow_table(data: bytes) -> pa.Table:
 
 
 def jsonl(data: bytes) -> list[dict]:
-    return [json.loads(line) for line in data.decode().splitlines()]
+    # Not splitlines(): JSON strings may hold U+0085 or U+2028 raw.
+    return [json.loads(line) for line in data.decode().split("\n") if line]
 
 
 TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
@@ -101,6 +102,15 @@ def test_json_select_arrow_keeps_the_first_records_types():
     assert table.column("user").to_pylist() == ["u1", "u2", "u'4"]
 
 
+def test_json_fields_null_in_the_first_record_take_the_first_blocks_type():
+    body = b'{"a": null}\n{"a": 1.5}\n{"b": 1}\n'
+    table = arrow_table(json_select(body, columns="a,b", output="arrow"))
+    assert table.schema == pa.schema([("a", pa.float64()), ("b", pa.int64())])
+    assert table.to_pydict() == {"a": [None, 1.5, None], "b": [None, None, 1]}
+    empty = arrow_table(json_select(b"", columns="a", output="arrow"))
+    assert empty.schema == pa.schema([("a", pa.string())]) and empty.num_rows == 0
+
+
 def test_json_select_refuses_what_it_cannot_do():
     with pytest.raises(ParamError, match="where"):
         get_filter("json_select").selection({"where": "status >>= 1"}, CONTEXT)
@@ -112,7 +122,7 @@ def test_json_select_refuses_what_it_cannot_do():
     selection = get_filter("json_select").selection({"columns": "a"}, CONTEXT)
     selection.begin(b'{"a": 1}\n', True)
     assert selection.select(b'{"a": 1}\n{"a": 2.0}\n') == b"1\n2\n"  # converts: fine
-    with pytest.raises(FilterError, match="first record had int64"):
+    with pytest.raises(FilterError, match="earlier records had int64"):
         selection.select(b'{"a": "text"}\n')  # a later block of another type
 
 
