@@ -167,6 +167,18 @@ class _Pieces(io.RawIOBase):
         raise OSError(f"read of {size} bytes at {self.pos} outside the column chunks")
 
 
+def chunk_start(chunk: Any) -> int:
+    """Where a column chunk's pages begin (its dictionary page, if it has one)."""
+    if chunk.has_dictionary_page and chunk.dictionary_page_offset:
+        return min(chunk.dictionary_page_offset, chunk.data_page_offset)
+    return chunk.data_page_offset
+
+
+def row_group_start(group: Any) -> int:
+    """A row group's first byte: the split whose byte range holds it reads the group."""
+    return min((chunk_start(group.column(i)) for i in range(group.num_columns)), default=0)
+
+
 def _may_match(term: Term, stats: Any, num_rows: int) -> bool:
     """Whether a row group with these column statistics may hold a row ``term`` keeps."""
     if stats is None:
@@ -265,8 +277,8 @@ class ParquetSelection:
         for index in range(metadata.num_row_groups):
             group = metadata.row_group(index)
             chunks = [group.column(i) for i in range(group.num_columns)]
-            starts = [self._chunk_start(c) for c in chunks]
-            first = min(starts, default=0)
+            starts = [chunk_start(c) for c in chunks]
+            first = row_group_start(group)
             if first < start or (end is not None and first > end):
                 continue  # another split's row group
             top = [c.path_in_schema.split(".")[0] for c in chunks]
@@ -288,12 +300,6 @@ class ParquetSelection:
                                   f"over the parquet_max_memory limit ({limits.max_memory})")
             reads.append(RowGroupRead(index, _merged(ranges)))
         return reads
-
-    @staticmethod
-    def _chunk_start(chunk: Any) -> int:
-        if chunk.has_dictionary_page and chunk.dictionary_page_offset:
-            return min(chunk.dictionary_page_offset, chunk.data_page_offset)
-        return chunk.data_page_offset
 
     def begin(self, first_record: bytes | None, at_start: bool) -> bytes:
         return self.writer.begin(pa.schema([self.schema.field(n) for n in self._output]),
