@@ -77,11 +77,9 @@ from __future__ import annotations
 import csv
 import http.client
 import io
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, urlencode, urlsplit
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -103,6 +101,15 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from iostack.client import (
+    FILTERS,
+    IOStackError,
+    authenticate,
+    http_get,
+    list_objects,
+    object_path,
+    selection_request,
+)
 from iostack.filters.parquet_select import ParquetLimits, footer_length, row_group_start
 from iostack.filters.records import RecordBlocks, fetch_start, prepend
 from iostack.spark.filters import (
@@ -116,21 +123,11 @@ from iostack.spark.filters import (
 )
 
 DEFAULT_SPLIT_SIZE = 128 * 1024 * 1024
-# The storage-side record filter of each object format.
-FORMATS = {"csv": "csv_select", "parquet": "parquet_select", "json": "json_select"}
+FORMATS = FILTERS  # the storage-side record filter of each object format
 JSON_PROBE = 1 << 20  # bytes of the first JSON Lines object read to infer a schema
 HEADER_PROBE = 65536  # bytes fetched to read an object's header line
 CHUNK = 1 << 20
 CSV_BLOCK = 1 << 22  # pyarrow block: a record must fit in one
-
-
-class IOStackError(RuntimeError):
-    """A failed request to Swift: ``status`` (0: no answer), ``obj`` and Swift's message."""
-
-    def __init__(self, message: str, status: int = 0, obj: str = "") -> None:
-        super().__init__(message)
-        self.status = status
-        self.obj = obj
 
 
 # -- options -------------------------------------------------------------------------
@@ -201,76 +198,6 @@ class Settings:
                 settings.auth_url and settings.user and settings.key):
             raise ValueError("iostack: give auth_url, user and key, or storage_url and token")
         return settings
-
-
-# -- HTTP ----------------------------------------------------------------------------
-
-def _connection(url: str, timeout: float) -> tuple[http.client.HTTPConnection, str]:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https"):
-        raise ValueError(f"iostack: not an http(s) URL: {url!r}")
-    cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-    return cls(parts.netloc, timeout=timeout), parts.path.rstrip("/")
-
-
-def http_get(url: str, path: str, headers: Mapping[str, str], timeout: float,
-             what: str, ok: Sequence[int] = (200, 206)) -> http.client.HTTPResponse:
-    """GET ``url`` + ``path`` (already quoted); an answer outside ``ok`` raises
-    ``IOStackError`` naming ``what``, the status and Swift's message."""
-    conn, base = _connection(url, timeout)
-    try:
-        conn.request("GET", base + path, headers=dict(headers))
-        resp = conn.getresponse()
-    except OSError as exc:
-        conn.close()
-        raise IOStackError(f"iostack: GET {what}: {exc}", 0, what) from exc
-    if resp.status not in ok:
-        body = resp.read(4096).decode("utf-8", "replace").strip()
-        conn.close()
-        raise IOStackError(f"iostack: GET {what}: {resp.status} {resp.reason}: {body}",
-                           resp.status, what)
-    return resp
-
-
-def authenticate(settings: Settings) -> tuple[str, str]:
-    """``(storage_url, token)``: given, or from Swift v1 auth (``X-Auth-User``/``-Key``)."""
-    if settings.storage_url and settings.token:
-        return settings.storage_url.rstrip("/"), settings.token
-    assert settings.auth_url and settings.user and settings.key
-    parts = urlsplit(settings.auth_url)
-    resp = http_get(f"{parts.scheme}://{parts.netloc}",
-                    parts.path + (f"?{parts.query}" if parts.query else ""),
-                    {"X-Auth-User": settings.user, "X-Auth-Key": settings.key},
-                    settings.timeout, f"auth {settings.auth_url}", ok=(200, 204))
-    resp.read()
-    resp.close()
-    storage_url, token = resp.getheader("X-Storage-Url"), resp.getheader("X-Auth-Token")
-    if not storage_url or not token:
-        raise IOStackError(f"iostack: auth {settings.auth_url} gave no storage URL or token")
-    return storage_url.rstrip("/"), token
-
-
-def object_path(container: str, name: str) -> str:
-    return "/" + quote(container, safe="") + "/" + quote(name, safe="/")
-
-
-def list_objects(storage_url: str, token: str, container: str, prefix: str = "",
-                 timeout: float = 60.0) -> list[tuple[str, int]]:
-    """``(name, bytes)`` of the container's objects under ``prefix``, in listing order."""
-    objects: list[tuple[str, int]] = []
-    marker = ""
-    while True:
-        query = urlencode({"format": "json", "prefix": prefix, "marker": marker})
-        resp = http_get(storage_url, "/" + quote(container, safe="") + "?" + query,
-                        {"X-Auth-Token": token}, timeout, f"container {container}",
-                        ok=(200, 204))
-        body = resp.read()
-        resp.close()
-        page = json.loads(body) if body.strip() else []
-        if not page:
-            return objects
-        objects += [(entry["name"], int(entry["bytes"])) for entry in page if "name" in entry]
-        marker = page[-1].get("name") or page[-1].get("subdir", "")
 
 
 def header_line(storage_url: str, token: str, container: str, name: str,
@@ -537,15 +464,8 @@ def selection_headers(columns: Sequence[Column], terms: Sequence[Term],
                       header: bool, data_format: str = "csv") -> dict[str, str]:
     """The request headers of a storage-side selection of ``columns`` where ``terms``,
     answered as an Arrow stream (no text to parse here)."""
-    headers = {"X-Iostack-Filter": FORMATS[data_format],
-               "X-Iostack-Param-Columns": ",".join(c.ref for c in columns),
-               "X-Iostack-Param-Output": "arrow"}
-    if data_format == "csv":
-        headers["X-Iostack-Param-Header"] = "true" if header else "false"
     where = where_text(terms, {c.name: c.where_name for c in columns})
-    if where:
-        headers["X-Iostack-Param-Where"] = where
-    return headers
+    return selection_request(data_format, [c.ref for c in columns], where, header)
 
 
 def split_range(split: ObjectSplit) -> str | None:
