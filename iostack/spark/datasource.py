@@ -1,5 +1,5 @@
-"""``spark.read.format("iostack")``: CSV objects of a Swift container as a DataFrame,
-with the projection and the row filters run at the storage side (``csv_select``).
+"""``spark.read.format("iostack")``: the objects of a Swift container as a DataFrame,
+with the projection and the row filters run at the storage side.
 
 Use::
 
@@ -15,17 +15,29 @@ Use::
     df.filter("status >= 500 AND url LIKE '/api%'").groupBy("user_id").count().show()
 
 Each object (or ``split_size`` byte range of one) is a partition, read with
-one GET that asks the proxy for the schema's columns and the pushed filters
-(``X-Iostack-Filter: csv_select``, ``X-Iostack-Param-Columns``,
-``X-Iostack-Param-Where``; a ``Range`` selects the records that start in it).
-The proxy answers CSV of just those rows and columns; pyarrow parses it.
+one GET that asks the storage side for the schema's columns and the pushed
+filters (``X-Iostack-Filter: csv_select`` / ``parquet_select`` /
+``json_select``, ``X-Iostack-Param-Columns``, ``X-Iostack-Param-Where``; a
+``Range`` selects the records, or the Parquet row groups, that start in it)
+and for an Arrow answer (``X-Iostack-Param-Output: arrow``): the Python
+worker reads record batches, it parses no text. An answer cut short lacks
+the Arrow end-of-stream marker and fails the task (``IOStackError``).
 
 Options:
 
 - ``auth_url``, ``user``, ``key``: Swift v1 (tempauth) credentials; or
   ``storage_url`` and ``token`` directly.
 - ``container`` (required); ``prefix`` (default ``""``): the objects read.
-- ``header`` (default ``true``): the objects' first line names the columns.
+- ``format`` (default ``csv``): ``csv``, ``parquet`` or ``json`` (JSON Lines:
+  one object per line; top-level fields). Parquet and JSON columns are read
+  by name and typed by the object; the read schema's types are cast to
+  (BYTE ... DOUBLE, BOOLEAN, STRING; a JSON field absent from a record is
+  NULL). Without a read schema, a Parquet object's footer gives it (as
+  ``spark.read.parquet`` does for these types; other types fail with a
+  message: give a schema without them) and a JSON Lines object's first MiB
+  gives it as ``spark.read.json`` infers it (integers BIGINT, fields sorted
+  by name, times as STRING).
+- ``header`` (default ``true``): CSV objects' first line names the columns.
   Without a header, columns are ``_c0``, ``_c1``, ... (Spark's names); a read
   schema whose names are not all ``_cN`` then maps to the columns by position.
 - ``split_size`` (bytes, default 134217728): larger objects are read as

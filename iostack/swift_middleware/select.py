@@ -1,6 +1,7 @@
 """IOStack record selection: answer a GET with the rows, columns or lines a query needs.
 
-Record filters (``csv_select``, ``grep``: ``FilterSpec.selects_records``)
+Record filters (``csv_select``, ``json_select``, ``parquet_select``, ``grep``:
+``FilterSpec.selects_records``)
 run on the object as its tenant stored it, so analytics jobs receive only
 what they asked for: the IOStack paper's Spark pushdown. Where they run:
 
@@ -48,6 +49,12 @@ Configuration (``[filter:iostack_select]``)::
     use = egg:iostack#iostack_select
     max_first_line = 1048576   # bytes: a longer first line (CSV header) is refused
     object_stage = true        # ask object servers to select (false: always here)
+    parquet_max_footer = 8388608 ...  # Parquet limits, see iostack.filters.parquet_select
+
+Parquet objects are read by ranges, not as records
+(``iostack.swift_middleware.selecting_parquet``); answers are CSV, JSON
+Lines or Arrow (the ``output`` parameter, ``iostack.filters.output``), with
+the matching ``Content-Type``.
 
 plus the policy-reader options of ``policies`` (``redis_url``, ``key_prefix``...).
 A failed policy lookup is logged and the request is served without the

@@ -29,6 +29,7 @@ Place it after ``iostack_metrics`` and before ``storlet_handler`` and
     use = egg:iostack#iostack_select_object
     max_first_line = 1048576   # bytes: a longer first line (CSV header) is refused
     keepalive = 2              # seconds without selected bytes before a padding frame
+    parquet_max_footer = 8388608 ...  # Parquet limits, see iostack.filters.parquet_select
     padding = 65536            # bytes per padding frame: at least the proxies'
                                # object_chunk_size, which each of their reads waits for
 """
