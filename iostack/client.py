@@ -138,12 +138,12 @@ def list_objects(storage_url: str, token: str, container: str, prefix: str = "",
 
 
 def selection_request(data_format: str, columns: Sequence[str], where: str = "",
-                      header: bool = True) -> dict[str, str]:
-    """The headers of a storage-side selection answered in Arrow."""
+                      header: bool = True, answer: str = "arrow") -> dict[str, str]:
+    """The headers of a storage-side selection answered in ``answer`` (Arrow)."""
     if data_format not in FILTERS:
         raise ValueError(f"iostack: format must be one of {', '.join(FILTERS)}, "
                          f"got {data_format!r}")
-    headers = {"X-Iostack-Filter": FILTERS[data_format], "X-Iostack-Param-Output": "arrow",
+    headers = {"X-Iostack-Filter": FILTERS[data_format], "X-Iostack-Param-Output": answer,
                "X-Iostack-Param-Columns": ",".join(columns)}
     if data_format == "csv":
         headers["X-Iostack-Param-Header"] = "true" if header else "false"

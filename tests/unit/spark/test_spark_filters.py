@@ -532,6 +532,17 @@ def test_pushdown_requests_and_the_recheck_of_numeric_terms(fake_swift):
     assert fake_swift.requests[-1][1]["Range"] == "bytes=30-59"
 
 
+def test_a_csv_answer_is_parsed_when_asked_for(fake_swift):
+    reader = make_reader(fake_swift, "status INT, name STRING", answer="csv")
+    list(reader.pushFilters([GreaterThanOrEqual(("status",), 500)]))
+    fake_swift.set_selection(200, b"status,name\n500,z\n1e3,q\n")
+    split = reader.partitions()[0]
+    assert [b.to_pylist() for b in reader.read(split)] == [[{"status": 500, "name": "z"}]]
+    assert fake_swift.requests[-1][1]["X-Iostack-Param-Output"] == "csv"
+    with pytest.raises(ValueError, match="answer must be arrow"):
+        make_reader(fake_swift, "status INT", answer="csv", format="parquet")
+
+
 def test_an_http_error_names_status_object_and_message(fake_swift):
     from iostack.spark.datasource import IOStackError
 
