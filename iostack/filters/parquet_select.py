@@ -29,7 +29,7 @@ Tenant Parquet is hostile until proved otherwise (MinIO disables Parquet
 select because crafted files crashed it). ``ParquetLimits`` bounds the work
 one object can cause: footer size, row groups, leaf columns, the memory one
 row group's read columns may take (from the metadata's uncompressed sizes
-and row counts, checked before reading), and the time one answer may take
+row counts and compressed sizes, checked before reading), and the time one answer may take
 (checked between row groups). A file that breaks a limit, or that is not
 Parquet, truncated or corrupt, is a ``FilterError`` naming what is wrong;
 the data path answers ``422`` naming the object (or cuts a started answer).
@@ -198,6 +198,8 @@ def _may_match(term: Term, stats: Any, num_rows: int) -> bool:
         return True  # compared by text or numeric parsing: no cheap bound
     values = term.values
     op = term.op
+    if op in ("!=", "<>", "NOT IN") and isinstance(low, float):
+        return True  # NaN is in no float statistics, yet NaN != 5 holds
     if op == "=":
         return low <= values[0] <= high
     if op in ("!=", "<>"):
@@ -293,8 +295,9 @@ class ParquetSelection:
                     raise FilterError(f"row group {index}: column chunk "
                                       f"{chunks[i].path_in_schema!r} lies outside the file")
                 ranges.append((offset, length))
-            memory = sum(chunks[i].total_uncompressed_size for i in needed) \
-                + _BYTES_PER_VALUE * group.num_rows * len(needed)
+            # The fetched chunks, their pages decoded, and the values.
+            memory = sum(chunks[i].total_compressed_size + chunks[i].total_uncompressed_size
+                         for i in needed) + _BYTES_PER_VALUE * group.num_rows * len(needed)
             if memory > limits.max_memory:
                 raise FilterError(f"row group {index} would take {memory} bytes to decode, "
                                   f"over the parquet_max_memory limit ({limits.max_memory})")
