@@ -28,11 +28,23 @@ on one machine they share the cores). Targets: bytes -95 % or more, job time on 
 limited link -58 % or more. Both reads must give the same counts.
 
     .venv/bin/python bench/spark_pushdown.py [--size 1G] [--objects 8] [--repeat 3]
+
+``--topology split`` reproduces the paper's set-up on two cores instead:
+the storage (proxy, object, container and account servers) pinned to CPU 0
+and Spark (its JVM, its Python workers and this driver) to CPU 1, with
+``sched_setaffinity`` on every thread of those processes (what ``taskset
+-a -p`` does), the link limited to 1 Gbit/s as above; the affinities are
+put back afterwards. It compares, on the limited link, the plain CSV read,
+the pushdown read answered in CSV, the pushdown read answered in Arrow
+(``CSV->Arrow``), the plain Parquet read (the same log converted to
+Parquet, GETs of whole objects and pyarrow in the workers) and the pushdown
+Parquet read (``parquet_select``), first with shared cores, then split.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import statistics
 import sys
@@ -41,6 +53,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
 import swiftclient
 from common import Policies, print_table, stack
 from loggen import HEADER, chunks, parse_size
@@ -58,7 +73,7 @@ def upload_logs(conn: swiftclient.Connection, size: int, objects: int) -> list[s
     """The log objects, uploaded unless a previous run left the same ones."""
     tag = f"{size}-{objects}"
     conn.put_container(CONTAINER)
-    _, listing = conn.get_container(CONTAINER, full_listing=True)
+    _, listing = conn.get_container(CONTAINER, prefix="logs/", full_listing=True)
     names = [f"logs/part-{i:04d}.csv" for i in range(objects)]
     if [o["name"] for o in listing] == names and all(
             conn.head_object(CONTAINER, n).get("x-object-meta-loggen") == tag for n in names):
@@ -69,6 +84,25 @@ def upload_logs(conn: swiftclient.Connection, size: int, objects: int) -> list[s
         body = b"".join(chunks(size // objects, seed=index + 1))
         conn.put_object(CONTAINER, name, body, headers={"X-Object-Meta-Loggen": tag})
         print(f"  uploaded {name}: {len(body) / MB:.0f} MB", file=sys.stderr)
+    return names
+
+
+def upload_parquet(conn: swiftclient.Connection, size: int, objects: int) -> list[str]:
+    """The same logs as Parquet objects (one per CSV object), uploaded unless present."""
+    tag = f"{size}-{objects}"
+    names = [f"parquet/part-{i:04d}.parquet" for i in range(objects)]
+    _, listing = conn.get_container(CONTAINER, prefix="parquet/", full_listing=True)
+    if [o["name"] for o in listing] == names and all(
+            conn.head_object(CONTAINER, n).get("x-object-meta-loggen") == tag for n in names):
+        return names
+    for index, name in enumerate(names):
+        body = b"".join(chunks(size // objects, seed=index + 1))
+        table = pa_csv.read_csv(io.BytesIO(body), convert_options=pa_csv.ConvertOptions(
+            column_types={"user_id": pa.string()}))
+        out = io.BytesIO()
+        pq.write_table(table, out)
+        conn.put_object(CONTAINER, name, out.getvalue(), headers={"X-Object-Meta-Loggen": tag})
+        print(f"  uploaded {name}: {out.tell() / MB:.0f} MB", file=sys.stderr)
     return names
 
 
@@ -119,7 +153,47 @@ MODES = {"plain": {"pushdown": "false"},  # data source options of each read
          "pushdown, object": {"pushdown": "true", "stage": "object"}}
 
 
+# The split topology's reads (data source options), all on the limited link.
+FORMAT_MODES = {
+    "plain CSV": {"pushdown": "false"},
+    "pushdown CSV": {"pushdown": "true", "answer": "csv"},
+    "pushdown CSV->Arrow": {"pushdown": "true"},
+    "plain Parquet": {"pushdown": "false", "format": "parquet", "prefix": "parquet/"},
+    "pushdown Parquet": {"pushdown": "true", "format": "parquet", "prefix": "parquet/"},
+}
+BASELINES = {"pushdown CSV": "plain CSV", "pushdown CSV->Arrow": "plain CSV",
+             "pushdown Parquet": "plain Parquet"}
+
 PARTS = ("Spark JVM", "Spark Python workers", "driver", "proxy", "object servers")
+STORAGE_SERVERS = ("proxy-server", "object-server", "container-server", "account-server")
+SPARK_MARKERS = ("org.apache.spark", "pyspark.daemon")
+
+
+def pin(markers: tuple[str, ...], cpus: set[int], with_self: bool = False) -> int:
+    """Set the CPU affinity of every thread of the processes whose command line holds
+    one of ``markers`` (and of this one, ``with_self``); the number of processes."""
+    pinned = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            args = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            if not ((with_self and int(pid) == os.getpid()) or any(m in args for m in markers)):
+                continue
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                os.sched_setaffinity(int(tid), cpus)
+        except OSError:
+            continue  # gone meanwhile
+        pinned += 1
+    return pinned
+
+
+def set_topology(swift_dir: str, split: bool) -> None:
+    """Storage on CPU 0 and Spark on CPU 1 (``split``), or every process on every CPU."""
+    every = set(range(os.cpu_count() or 1))
+    storage = pin(tuple(f"{swift_dir}/{server}" for server in STORAGE_SERVERS),
+                  {0} if split else every)
+    spark = pin(SPARK_MARKERS, {1} if split else every, with_self=True)
+    print(f"  {'split' if split else 'shared'} cores: {storage} storage processes, "
+          f"{spark} Spark processes", file=sys.stderr)
 
 
 def cpu_seconds(swift_dir: str) -> dict[str, float]:
@@ -167,14 +241,14 @@ def count_users(spark, info: dict[str, Any], options: dict[str, str], agent: str
     return time.monotonic() - began, counts
 
 
-def run(spark, info: dict[str, Any], log: Path, repeat: int,
-        where: str | None) -> dict[str, dict[str, float]]:
-    """Median seconds and bytes of each read (``MODES``), alternating."""
+def run(spark, info: dict[str, Any], log: Path, repeat: int, where: str | None,
+        modes: dict[str, dict[str, str]] = MODES) -> dict[str, dict[str, float]]:
+    """Median seconds and bytes of each read (``modes``), alternating."""
     samples: dict[str, dict[str, list[float]]] = {
-        mode: {"seconds": [], "bytes": [], **{part: [] for part in PARTS}} for mode in MODES}
+        mode: {"seconds": [], "bytes": [], **{part: [] for part in PARTS}} for mode in modes}
     reference = None
     for _ in range(repeat):
-        for mode, options in MODES.items():
+        for mode, options in modes.items():
             agent = f"iostack-bench-{uuid.uuid4().hex[:8]}"
             offset = log.stat().st_size
             before = cpu_seconds(info["swift_dir"])
@@ -201,7 +275,11 @@ def main() -> int:
     parser.add_argument("--objects", type=int, default=8)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--where", help="a Spark filter to push too, e.g. 'status >= 500'")
+    parser.add_argument("--topology", choices=("shared", "split"), default="shared",
+                        help="split: storage on CPU 0, Spark on CPU 1 (and shared, to compare)")
     args = parser.parse_args()
+    if args.topology == "split":
+        return split_topology(args)
     with stack() as info:
         conn = swiftclient.Connection(authurl=info["auth_url"], user=info["tenants"]["t1"]["user"],
                                       key=info["tenants"]["t1"]["key"], retries=2)
@@ -244,6 +322,51 @@ def main() -> int:
          f"{sum(read[part] for part in PARTS):.2f}"]
         for link, result in results.items() for mode, read in result.items()])
     print(f"csv_select columns=user_id on this data: {speed:.0f} MB/s on one core (in-process)")
+    return 0
+
+
+def split_topology(args: argparse.Namespace) -> int:
+    """The formats compared on a 1 Gbit/s link, cores shared and then split."""
+    if (os.cpu_count() or 1) < 2:
+        raise SystemExit("--topology split needs two CPUs")
+    with stack() as info:
+        conn = swiftclient.Connection(authurl=info["auth_url"], user=info["tenants"]["t1"]["user"],
+                                      key=info["tenants"]["t1"]["key"], retries=2)
+        print(f"uploading/checking {args.size / MB:.0f} MB of logs ...", file=sys.stderr)
+        names = upload_logs(conn, args.size, args.objects)
+        upload_parquet(conn, args.size, args.objects)
+        log = Path(info["log_dir"]) / "proxy.log"
+        spark = spark_session()
+        policies = Policies(info)
+        results = {}
+        try:
+            policies.add(f"FOR TENANT t1 DO SET BANDWIDTH WITH get={LINK // 1_000_000}MBps")
+            conn.get_object(CONTAINER, names[0])  # traffic, so the controller assigns rates
+            count_users(spark, info, FORMAT_MODES["pushdown Parquet"], "warm-up", args.where)
+            for topology in ("shared", "split"):
+                set_topology(info["swift_dir"], topology == "split")
+                results[topology] = run(spark, info, log, args.repeat, args.where, FORMAT_MODES)
+        finally:
+            set_topology(info["swift_dir"], False)
+            policies.remove_all()
+            spark.stop()
+    rows = []
+    for topology, result in results.items():
+        for mode, read in result.items():
+            base = result[BASELINES.get(mode, mode)]
+            rows.append([topology, mode, f"{read['bytes'] / MB:.1f}",
+                         f"{100 * (1 - read['bytes'] / base['bytes']):.1f} %",
+                         f"{read['seconds']:.1f}",
+                         f"{100 * (1 - read['seconds'] / base['seconds']):.0f} %"])
+    query = f"user_id count{' where ' + args.where if args.where else ''}"
+    print(f"Spark {query} over {args.size / MB:.0f} MB of logs in {args.objects} objects, "
+          f"1 Gbit/s link (median of {args.repeat} alternating runs; savings against the "
+          f"plain read of the same format)")
+    print_table(["cores", "read", "MB sent", "bytes saved", "job s", "time saved"], rows)
+    print("CPU seconds per job (median)")
+    print_table(["cores", "read", *PARTS], [
+        [topology, mode, *(f"{read[part]:.2f}" for part in PARTS)]
+        for topology, result in results.items() for mode, read in result.items()])
     return 0
 
 

@@ -61,16 +61,27 @@ class Selection(Protocol):
     ``begin`` sees the object's first record (``None`` for an empty object)
     before any answer is sent, so a request that names an unknown column can
     still get a 400 (``ParamError``); it returns the bytes the answer starts
-    with (a CSV header line, say). When ``skips_first_record`` is true and
-    the answer covers the object's start, the first record is not passed to
-    ``select`` (it is a header, not data).
+    with (a CSV header line, an Arrow schema). When ``skips_first_record`` is
+    true and the answer covers the object's start, the first record is not
+    passed to ``select`` (it is a header, not data); ``needs_first_record``
+    asks for it even for a byte range that starts later (a JSON Lines
+    selection takes its schema from it). ``end`` returns the
+    bytes that close a complete answer (an Arrow stream's end marker).
+    ``content_type`` is the answer's. A ``random_access`` selection
+    (``parquet_select``) does not read records: the data path reads the
+    object by ranges for it (``iostack.swift_middleware.selecting_parquet``).
     """
 
     skips_first_record: bool
+    needs_first_record: bool
+    content_type: str
+    random_access: bool
 
     def begin(self, first_record: bytes | None, at_start: bool) -> bytes: ...
 
     def select(self, block: bytes) -> bytes: ...
+
+    def end(self) -> bytes: ...
 
 
 class KeyProvider(Protocol):

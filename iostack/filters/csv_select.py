@@ -12,9 +12,12 @@ the columns and rows asked for. Parameters:
   Without a header, columns are named ``_c0``, ``_c1``, ... as Spark names them.
 - ``delimiter``: the field separator of the object (default ``,``).
 
-The answer is comma-separated CSV of the selected columns (fields quoted
+- ``output``: ``csv`` (default), ``jsonl`` or ``arrow`` (``iostack.filters.output``).
+
+The answer is, by default, comma-separated CSV of the selected columns (fields quoted
 when needed), starting with a header line of their names when the object has
-a header and the answer covers its start. Rows whose number of fields differs
+a header and the answer covers its start; in JSON Lines or Arrow the values
+are strings, named as in the header. Rows whose number of fields differs
 from the first line's are skipped. Invoked per request (``X-Iostack-Filter:
 csv_select`` and ``X-Iostack-Param-*`` headers, see
 ``iostack.swift_middleware.select``) or by policy (``FOR CONTAINER t2/logs DO
@@ -33,13 +36,13 @@ import io
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
 from iostack.filters.base import FilterContext, FilterSpec
 from iostack.filters.csv_where import Term, WhereError, parse_predicate, row_mask
 from iostack.filters.errors import ParamError
 from iostack.filters.metadata import FilterMetadata, Param
+from iostack.filters.output import OUTPUT_PARAM, writer
 
 METADATA = FilterMetadata(
     name="csv_select",
@@ -54,6 +57,7 @@ METADATA = FilterMetadata(
               description="row predicate, e.g. status >= 500 AND url LIKE '/api%'"),
         Param("header", "bool", default=True, description="the first line names the columns"),
         Param("delimiter", "str", default=",", description="field separator of the object"),
+        OUTPUT_PARAM,
     ),
     methods=frozenset({"GET"}),
     stages=frozenset({"proxy", "object"}),
@@ -61,8 +65,6 @@ METADATA = FilterMetadata(
     changes_size=True,
 )
 
-_UNQUOTED = pa_csv.WriteOptions(include_header=False, quoting_style="none")
-_QUOTED = pa_csv.WriteOptions(include_header=False, quoting_style="needed")
 _KNOWN_SHOWN = 20  # column names listed in an unknown-column error
 
 
@@ -84,14 +86,10 @@ def _column_refs(text: str) -> list[str]:
     return [ref.strip() for ref in text.split(",")] if text.strip() else []
 
 
-def _csv_line(fields: list[str]) -> bytes:
-    out = io.StringIO()
-    csv.writer(out, lineterminator="\n").writerow(fields)
-    return out.getvalue().encode()
-
-
 class CsvSelection:
     """One request's projection and predicate, resolved against the object's first line."""
+
+    random_access = False
 
     def __init__(self, params: dict[str, Any], context: FilterContext) -> None:
         del context  # the same for every tenant
@@ -100,15 +98,19 @@ class CsvSelection:
         self.terms = parse_predicate(params["where"]).terms
         self.has_header = params["header"]
         self.skips_first_record = self.has_header  # a header is not data
+        self.needs_first_record = self.has_header
         self.delimiter = params["delimiter"]
         self._read_names: list[str] = []
         self._needed: list[str] = []
         self._output: list[str] = []
         self._term_columns: list[Term] = []
+        self._output_names: list[str] = []
+        self.writer = writer(params["output"])
+        self.content_type = self.writer.content_type
 
     def begin(self, first_record: bytes | None, at_start: bool) -> bytes:
-        if first_record is None:
-            return b""  # an empty object: no columns, no rows
+        if first_record is None:  # an empty object: no columns, no rows
+            return self.writer.begin(pa.schema([]), at_start)
         line = first_record.split(b"\n", 1)[0].decode("utf-8", "replace").rstrip("\r")
         fields = next(csv.reader([line], delimiter=self.delimiter), [])
         names = fields if self.has_header else [f"_c{i}" for i in range(len(fields))]
@@ -122,9 +124,9 @@ class CsvSelection:
             for t in self.terms]
         self._needed = sorted(set(self._output) | {t.column for t in self._term_columns},
                               key=lambda name: int(name[1:]))
-        if at_start and self.has_header:
-            return _csv_line([names[i] for i in indexes])
-        return b""
+        self._output_names = [names[i] for i in indexes]
+        schema = pa.schema([(name, pa.string()) for name in self._output_names])
+        return self.writer.begin(schema, at_start and self.has_header)
 
     @staticmethod
     def _resolve(ref: str, names: list[str], param: str) -> int:
@@ -158,21 +160,10 @@ class CsvSelection:
                                              for t in self._term_columns})
         if mask is not None:
             table = table.filter(mask, null_selection_behavior="drop")
-        table = table.select(self._output)
-        if table.num_rows == 0:
-            return b""
-        out = io.BytesIO()
-        # Quotes cost bytes: none unless a value needs them (then every string gets them).
-        # One empty column unquoted would make a blank line, which CSV readers skip.
-        if table.num_columns == 1 and pc.any(pc.equal(table.column(0), "")).as_py():
-            pa_csv.write_csv(table, out, _QUOTED)
-            return out.getvalue()
-        try:
-            pa_csv.write_csv(table, out, _UNQUOTED)
-        except pa.ArrowInvalid:
-            out = io.BytesIO()
-            pa_csv.write_csv(table, out, _QUOTED)
-        return out.getvalue()
+        return self.writer.write(table.select(self._output).rename_columns(self._output_names))
+
+    def end(self) -> bytes:
+        return self.writer.end()
 
 
 SPEC = FilterSpec(METADATA, make_selection=CsvSelection, check_params=_check)

@@ -1,4 +1,4 @@
-"""The row predicates of ``csv_select``: a small language, parsed by hand, run vectorized.
+"""The row predicates of the record filters: a small language, parsed by hand, run vectorized.
 
 Grammar (keywords are case-insensitive)::
 
@@ -19,7 +19,8 @@ takes a prefix only (one ``%``, at the end).
 
 Nothing here is evaluated as code: the parser builds ``Term`` values and
 ``row_mask`` turns them into pyarrow compute calls over a batch of string
-columns.
+columns (``csv_select``); ``typed_row_mask`` does the same over typed columns
+(``json_select``, ``parquet_select``), where NULL is a real null.
 
 A predicate is tenant input (``X-Iostack-Param-Where``), so the work it can
 cause is bounded: at most ``MAX_WHERE_BYTES`` bytes (UTF-8), ``MAX_TERMS``
@@ -280,5 +281,49 @@ def row_mask(terms: Sequence[Term], columns: dict[str, pa.Array]) -> pa.Array | 
     mask = None
     for term in terms:
         this = _term_mask(term, columns[term.column])
+        mask = this if mask is None else pc.and_kleene(mask, this)
+    return mask
+
+
+def _typed_term_mask(term: Term, column: pa.Array) -> pa.Array:
+    kind = column.type
+    if term.op == "IS NULL":
+        return pc.is_null(column)
+    if term.op == "IS NOT NULL":
+        return pc.is_valid(column)
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        values = _as_numbers(column) if term.numeric else column
+    elif term.numeric and (pa.types.is_integer(kind) or pa.types.is_floating(kind)
+                           or pa.types.is_decimal(kind)):
+        values = pc.cast(column, pa.float64())
+    elif term.numeric:
+        return pa.nulls(len(column), pa.bool_())  # a number never equals a non-number
+    else:
+        try:  # booleans as true/false, dates and times in ISO 8601: they compare as text
+            values = pc.cast(column, pa.string())
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
+            raise TypeError(f"column {term.column!r} of type {kind} cannot be compared "
+                            f"with a string") from None
+    if term.op == "LIKE":
+        return pc.starts_with(values, pattern=str(term.values[0]))
+    if term.op in ("IN", "NOT IN"):
+        value_set = pa.array(term.values, pa.float64() if term.numeric else pa.string())
+        found = pc.is_in(values, value_set=value_set)
+        return pc.and_(pc.invert(found), pc.is_valid(values)) if term.op == "NOT IN" else found
+    return getattr(pc, COMPARISONS[term.op])(values, term.values[0])
+
+
+def typed_row_mask(terms: Sequence[Term], columns: dict[str, pa.Array]) -> pa.Array | None:
+    """``row_mask`` over typed columns (JSON Lines, Parquet): a null is NULL (an empty
+    string is a string); a number literal compares numbers (and numeric strings) as
+    ``float64``, never other types; a string literal compares strings, and booleans,
+    dates and times by their text (``true``, ``2024-01-31``). ``TypeError`` for a
+    column that has no text (a nested one) under a string comparison."""
+    mask = None
+    for term in terms:
+        column = columns[term.column]
+        if isinstance(column, pa.ChunkedArray):
+            column = column.combine_chunks()
+        this = _typed_term_mask(term, column)
         mask = this if mask is None else pc.and_kleene(mask, this)
     return mask

@@ -48,6 +48,9 @@ def _check(params: dict[str, Any]) -> None:
 
 class GrepSelection:
     skips_first_record = False  # a first line is a line like any other
+    needs_first_record = False
+    content_type = "text/plain; charset=utf-8"
+    random_access = False
 
     def __init__(self, params: dict[str, Any], context: FilterContext) -> None:
         del context
@@ -67,6 +70,9 @@ class GrepSelection:
             return b""
         joined = pc.binary_join(pa.ListArray.from_arrays([0, len(kept)], kept), b"\n")
         return joined[0].as_py() + b"\n"
+
+    def end(self) -> bytes:
+        return b""
 
 
 SPEC = FilterSpec(METADATA, make_selection=GrepSelection, check_params=_check)

@@ -1,9 +1,11 @@
 """Spark (4.x) reads of IOStack-managed Swift objects, with storage-side pushdown.
 
-``spark.read.format("iostack")`` (``iostack.spark.datasource``) reads the CSV
-objects of a container as a DataFrame; the read schema's columns and the
-filters Spark pushes (``iostack.spark.filters``) are sent to the proxy's
-``csv_select`` record filter, so only the needed rows and columns travel::
+``spark.read.format("iostack")`` (``iostack.spark.datasource``) reads the CSV,
+Parquet or JSON Lines objects of a container as a DataFrame; the read
+schema's columns and the filters Spark pushes (``iostack.spark.filters``) are
+sent to the storage side's record filter (``csv_select``, ``parquet_select``,
+``json_select``), which answers in Arrow, so only the needed rows and columns
+travel and the workers parse no text::
 
     from iostack.spark import register
 

@@ -1,5 +1,5 @@
-"""``spark.read.format("iostack")``: CSV objects of a Swift container as a DataFrame,
-with the projection and the row filters run at the storage side (``csv_select``).
+"""``spark.read.format("iostack")``: the objects of a Swift container as a DataFrame,
+with the projection and the row filters run at the storage side.
 
 Use::
 
@@ -15,17 +15,32 @@ Use::
     df.filter("status >= 500 AND url LIKE '/api%'").groupBy("user_id").count().show()
 
 Each object (or ``split_size`` byte range of one) is a partition, read with
-one GET that asks the proxy for the schema's columns and the pushed filters
-(``X-Iostack-Filter: csv_select``, ``X-Iostack-Param-Columns``,
-``X-Iostack-Param-Where``; a ``Range`` selects the records that start in it).
-The proxy answers CSV of just those rows and columns; pyarrow parses it.
+one GET that asks the storage side for the schema's columns and the pushed
+filters (``X-Iostack-Filter: csv_select`` / ``parquet_select`` /
+``json_select``, ``X-Iostack-Param-Columns``, ``X-Iostack-Param-Where``; a
+``Range`` selects the records, or the Parquet row groups, that start in it)
+and for an Arrow answer (``X-Iostack-Param-Output: arrow``): the Python
+worker reads record batches, it parses no text. An answer cut short lacks
+the Arrow end-of-stream marker and fails the task (``IOStackError``).
 
 Options:
 
 - ``auth_url``, ``user``, ``key``: Swift v1 (tempauth) credentials; or
   ``storage_url`` and ``token`` directly.
 - ``container`` (required); ``prefix`` (default ``""``): the objects read.
-- ``header`` (default ``true``): the objects' first line names the columns.
+- ``format`` (default ``csv``): ``csv``, ``parquet`` or ``json`` (JSON Lines:
+  one object per line; top-level fields). Parquet and JSON columns are read
+  by name and typed by the object; the read schema's types are cast to
+  (BYTE ... DOUBLE, BOOLEAN, STRING; a JSON field absent from a record is
+  NULL). Without a read schema, a Parquet object's footer gives it (as
+  ``spark.read.parquet`` does for these types; other types fail with a
+  message: give a schema without them) and a JSON Lines object's first MiB
+  gives it as ``spark.read.json`` infers it (integers BIGINT, fields sorted
+  by name, times as STRING).
+- ``header`` (default ``true``): CSV objects' first line names the columns.
+- ``answer`` (default ``arrow``): the storage side's answer format; ``csv``
+  (CSV objects only) has the worker parse the CSV answer, as before Arrow
+  answers existed (the benchmark's comparison).
   Without a header, columns are ``_c0``, ``_c1``, ... (Spark's names); a read
   schema whose names are not all ``_cN`` then maps to the columns by position.
 - ``split_size`` (bytes, default 134217728): larger objects are read as
@@ -77,15 +92,15 @@ from __future__ import annotations
 import csv
 import http.client
 import io
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, urlencode, urlsplit
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
+import pyarrow.json as pa_json
+import pyarrow.parquet as pq
 from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPartition
 from pyspark.sql.types import (
     BooleanType,
@@ -101,6 +116,16 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from iostack.client import (
+    FILTERS,
+    IOStackError,
+    authenticate,
+    http_get,
+    list_objects,
+    object_path,
+    selection_request,
+)
+from iostack.filters.parquet_select import ParquetLimits, footer_length, row_group_start
 from iostack.filters.records import RecordBlocks, fetch_start, prepend
 from iostack.spark.filters import (
     INTEGER_KINDS,
@@ -113,18 +138,11 @@ from iostack.spark.filters import (
 )
 
 DEFAULT_SPLIT_SIZE = 128 * 1024 * 1024
+FORMATS = FILTERS  # the storage-side record filter of each object format
+JSON_PROBE = 1 << 20  # bytes of the first JSON Lines object read to infer a schema
 HEADER_PROBE = 65536  # bytes fetched to read an object's header line
 CHUNK = 1 << 20
 CSV_BLOCK = 1 << 22  # pyarrow block: a record must fit in one
-
-
-class IOStackError(RuntimeError):
-    """A failed request to Swift: ``status`` (0: no answer), ``obj`` and Swift's message."""
-
-    def __init__(self, message: str, status: int = 0, obj: str = "") -> None:
-        super().__init__(message)
-        self.status = status
-        self.obj = obj
 
 
 # -- options -------------------------------------------------------------------------
@@ -148,6 +166,8 @@ class Settings:
     container: str
     prefix: str = ""
     header: bool = True
+    format: str = "csv"  # csv, parquet or json (JSON Lines)
+    answer: str = "arrow"  # the storage side's answer format: arrow, or csv (CSV objects)
     split_size: int = DEFAULT_SPLIT_SIZE
     pushdown: bool = True
     push_double: bool = True
@@ -172,6 +192,8 @@ class Settings:
             container=container,
             prefix=options.get("prefix", "") or "",
             header=_bool(options, "header", True),
+            format=(options.get("format") or "csv").strip().lower(),
+            answer=(options.get("answer") or "arrow").strip().lower(),
             split_size=split_size,
             pushdown=_bool(options, "pushdown", True),
             push_double=_bool(options, "push_double", True),
@@ -184,82 +206,19 @@ class Settings:
             user_agent=options.get("user_agent") or "iostack-spark",
             stage=options.get("stage") or None,
         )
+        if settings.format not in FORMATS:
+            raise ValueError(f"iostack: format must be one of {', '.join(FORMATS)}, "
+                             f"got {settings.format!r}")
+        if settings.answer not in ("arrow", "csv") or (
+                settings.answer == "csv" and settings.format != "csv"):
+            raise ValueError(f"iostack: answer must be arrow, or csv for CSV objects, "
+                             f"got {settings.answer!r}")
         if settings.stage not in (None, "proxy", "object"):
             raise ValueError(f"iostack: stage must be proxy or object, got {settings.stage!r}")
         if not (settings.storage_url and settings.token) and not (
                 settings.auth_url and settings.user and settings.key):
             raise ValueError("iostack: give auth_url, user and key, or storage_url and token")
         return settings
-
-
-# -- HTTP ----------------------------------------------------------------------------
-
-def _connection(url: str, timeout: float) -> tuple[http.client.HTTPConnection, str]:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https"):
-        raise ValueError(f"iostack: not an http(s) URL: {url!r}")
-    cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-    return cls(parts.netloc, timeout=timeout), parts.path.rstrip("/")
-
-
-def http_get(url: str, path: str, headers: Mapping[str, str], timeout: float,
-             what: str, ok: Sequence[int] = (200, 206)) -> http.client.HTTPResponse:
-    """GET ``url`` + ``path`` (already quoted); an answer outside ``ok`` raises
-    ``IOStackError`` naming ``what``, the status and Swift's message."""
-    conn, base = _connection(url, timeout)
-    try:
-        conn.request("GET", base + path, headers=dict(headers))
-        resp = conn.getresponse()
-    except OSError as exc:
-        conn.close()
-        raise IOStackError(f"iostack: GET {what}: {exc}", 0, what) from exc
-    if resp.status not in ok:
-        body = resp.read(4096).decode("utf-8", "replace").strip()
-        conn.close()
-        raise IOStackError(f"iostack: GET {what}: {resp.status} {resp.reason}: {body}",
-                           resp.status, what)
-    return resp
-
-
-def authenticate(settings: Settings) -> tuple[str, str]:
-    """``(storage_url, token)``: given, or from Swift v1 auth (``X-Auth-User``/``-Key``)."""
-    if settings.storage_url and settings.token:
-        return settings.storage_url.rstrip("/"), settings.token
-    assert settings.auth_url and settings.user and settings.key
-    parts = urlsplit(settings.auth_url)
-    resp = http_get(f"{parts.scheme}://{parts.netloc}",
-                    parts.path + (f"?{parts.query}" if parts.query else ""),
-                    {"X-Auth-User": settings.user, "X-Auth-Key": settings.key},
-                    settings.timeout, f"auth {settings.auth_url}", ok=(200, 204))
-    resp.read()
-    resp.close()
-    storage_url, token = resp.getheader("X-Storage-Url"), resp.getheader("X-Auth-Token")
-    if not storage_url or not token:
-        raise IOStackError(f"iostack: auth {settings.auth_url} gave no storage URL or token")
-    return storage_url.rstrip("/"), token
-
-
-def object_path(container: str, name: str) -> str:
-    return "/" + quote(container, safe="") + "/" + quote(name, safe="/")
-
-
-def list_objects(storage_url: str, token: str, container: str, prefix: str = "",
-                 timeout: float = 60.0) -> list[tuple[str, int]]:
-    """``(name, bytes)`` of the container's objects under ``prefix``, in listing order."""
-    objects: list[tuple[str, int]] = []
-    marker = ""
-    while True:
-        query = urlencode({"format": "json", "prefix": prefix, "marker": marker})
-        resp = http_get(storage_url, "/" + quote(container, safe="") + "?" + query,
-                        {"X-Auth-Token": token}, timeout, f"container {container}",
-                        ok=(200, 204))
-        body = resp.read()
-        resp.close()
-        page = json.loads(body) if body.strip() else []
-        if not page:
-            return objects
-        objects += [(entry["name"], int(entry["bytes"])) for entry in page if "name" in entry]
-        marker = page[-1].get("name") or page[-1].get("subdir", "")
 
 
 def header_line(storage_url: str, token: str, container: str, name: str,
@@ -523,15 +482,12 @@ def _is_cn(name: str) -> bool:
 
 
 def selection_headers(columns: Sequence[Column], terms: Sequence[Term],
-                      header: bool) -> dict[str, str]:
-    """The request headers of a storage-side selection of ``columns`` where ``terms``."""
-    headers = {"X-Iostack-Filter": "csv_select",
-               "X-Iostack-Param-Columns": ",".join(c.ref for c in columns),
-               "X-Iostack-Param-Header": "true" if header else "false"}
+                      header: bool, data_format: str = "csv",
+                      answer: str = "arrow") -> dict[str, str]:
+    """The request headers of a storage-side selection of ``columns`` where ``terms``,
+    answered as an Arrow stream (no text to parse here) or as CSV."""
     where = where_text(terms, {c.name: c.where_name for c in columns})
-    if where:
-        headers["X-Iostack-Param-Where"] = where
-    return headers
+    return selection_request(data_format, [c.ref for c in columns], where, header, answer)
 
 
 def split_range(split: ObjectSplit) -> str | None:
@@ -550,9 +506,10 @@ class IOStackReader(DataSourceReader):
         self.kinds = {f.name: column_kind(f.dataType) for f in schema.fields}
         self.objects: list[tuple[str, int]] | None = None
         header_fields = None
-        if settings.header and not all(_safe_ref(f.name) for f in schema.fields):
+        typed = settings.format != "csv"  # columns by name, typed by the object
+        if settings.header and not typed and not all(_safe_ref(f.name) for f in schema.fields):
             header_fields = self._first_header()
-        self.columns = plan_columns(schema, settings.header, header_fields)
+        self.columns = plan_columns(schema, settings.header or typed, header_fields)
         self.terms: list[Term] = []
 
     def _listing(self) -> list[tuple[str, int]]:
@@ -588,25 +545,46 @@ class IOStackReader(DataSourceReader):
     def _read_selected(self, split: ObjectSplit) -> Iterator[pa.RecordBatch]:
         s = self.settings
         headers = {"X-Auth-Token": self.token, "User-Agent": s.user_agent,
-                   **selection_headers(self.columns, self.terms, s.header)}
+                   **selection_headers(self.columns, self.terms, s.header, s.format,
+                                       s.answer)}
         if s.stage:
             headers["X-Iostack-Stage"] = s.stage
         byte_range = split_range(split)
         if byte_range:
             headers["Range"] = byte_range
+        what = f"{s.container}/{split.name}"
         resp = http_get(self.storage_url, object_path(s.container, split.name), headers,
-                        s.timeout, f"{s.container}/{split.name}", ok=(200,))
-        chunks: Iterator[bytes] = _response_chunks(resp)
-        if s.header and split.start == 0:
-            chunks = drop_first_line(chunks)
+                        s.timeout, what, ok=(200,))
         # Terms on non-string columns: the storage side may keep rows Spark's parser
         # makes NULL (``1e3`` in an INT column); checked again on the parsed values.
         recheck = [t for t in self.terms if self.kinds[t.column] != STRING]
-        for batch in csv_batches(chunks, len(self.columns)):
-            out = self._typed(batch, list(range(len(self.columns))))
-            yield from _filtered(out, recheck, self.kinds)
+        if s.answer == "csv":  # the text answer, parsed here (the benchmark's comparison)
+            chunks: Iterator[bytes] = _response_chunks(resp)
+            if s.header and split.start == 0:
+                chunks = drop_first_line(chunks)
+            for batch in csv_batches(chunks, len(self.columns)):
+                out = self._typed(batch, list(range(len(self.columns))))
+                yield from _filtered(out, recheck, self.kinds)
+            return
+        try:
+            with pa.ipc.open_stream(resp) as stream:
+                for batch in stream:
+                    out = (self._typed(batch, list(range(len(self.columns))))
+                           if s.format == "csv" else self._cast(batch))
+                    yield from _filtered(out, recheck, self.kinds)
+        except (pa.ArrowInvalid, OSError) as exc:  # a cut answer: no end-of-stream marker
+            raise IOStackError(f"iostack: GET {what}: the answer is incomplete: {exc}",
+                               0, split.name) from exc
+        finally:
+            resp.close()
 
     def _read_raw(self, split: ObjectSplit) -> Iterator[pa.RecordBatch]:
+        if self.settings.format == "parquet":
+            yield from self._read_raw_parquet(split)
+            return
+        if self.settings.format == "json":
+            yield from self._read_raw_json(split)
+            return
         s = self.settings
         what = f"{s.container}/{split.name}"
         fields = None
@@ -646,6 +624,54 @@ class IOStackReader(DataSourceReader):
             out = self._typed(batch, indexes)
             yield from _filtered(out, self.terms, self.kinds)
 
+    def _get_raw(self, split: ObjectSplit, offset: int) -> http.client.HTTPResponse:
+        s = self.settings
+        headers = {"X-Auth-Token": self.token, "User-Agent": s.user_agent}
+        if offset > 0:
+            headers["Range"] = f"bytes={offset}-"
+        return http_get(self.storage_url, object_path(s.container, split.name), headers,
+                        s.timeout, f"{s.container}/{split.name}", ok=(200, 206))
+
+    def _read_raw_parquet(self, split: ObjectSplit) -> Iterator[pa.RecordBatch]:
+        """The row groups starting in the split, as the storage side picks them."""
+        resp = self._get_raw(split, 0)
+        try:
+            data = resp.read()
+        finally:
+            resp.close()
+        source = pq.ParquetFile(pa.BufferReader(data))
+        names = [c.ref for c in self.columns]
+        for index in range(source.metadata.num_row_groups):
+            first = row_group_start(source.metadata.row_group(index))
+            if first < split.start or (split.end is not None and first > split.end):
+                continue
+            table = source.read_row_group(index, columns=names)
+            for batch in table.to_batches():
+                yield from _filtered(self._cast(batch), self.terms, self.kinds)
+
+    def _read_raw_json(self, split: ObjectSplit) -> Iterator[pa.RecordBatch]:
+        resp = self._get_raw(split, fetch_start(split.start))
+        for block in RecordBlocks(split.start, split.end).blocks(_response_chunks(resp)):
+            if not block.strip():
+                continue
+            table = pa_json.read_json(io.BytesIO(block), read_options=pa_json.ReadOptions(
+                use_threads=False, block_size=max(len(block), 1 << 20)))
+            for batch in table.to_batches():
+                yield from _filtered(self._cast(batch), self.terms, self.kinds)
+
+    def _cast(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """Typed columns (Parquet, JSON) as the read schema's types; missing ones null."""
+        arrays = []
+        for column in self.columns:
+            target = arrow_type(column.kind)
+            index = batch.schema.get_field_index(column.ref)
+            if index < 0:
+                arrays.append(pa.nulls(batch.num_rows, target))
+                continue
+            values = batch.column(index)
+            arrays.append(values if values.type == target else values.cast(target, safe=False))
+        return pa.RecordBatch.from_arrays(arrays, names=[c.name for c in self.columns])
+
     def _typed(self, batch: pa.RecordBatch, indexes: Sequence[int]) -> pa.RecordBatch:
         arrays = [convert_column(batch.column(i), c.kind)
                   for i, c in zip(indexes, self.columns, strict=True)]
@@ -675,6 +701,56 @@ def _filtered(batch: pa.RecordBatch, terms: Sequence[Term],
         yield batch
 
 
+def _tail(storage_url: str, token: str, settings: Settings, name: str,
+          byte_range: str) -> bytes:
+    resp = http_get(storage_url, object_path(settings.container, name),
+                    {"X-Auth-Token": token, "Range": byte_range}, settings.timeout,
+                    f"{settings.container}/{name}")
+    try:
+        return resp.read()
+    finally:
+        resp.close()
+
+
+_SPARK_TYPES: list[tuple[Any, DataType]] = [
+    (pa.types.is_boolean, BooleanType()), (pa.types.is_int8, ByteType()),
+    (pa.types.is_int16, ShortType()), (pa.types.is_int32, IntegerType()),
+    (pa.types.is_int64, LongType()), (pa.types.is_float32, FloatType()),
+    (pa.types.is_float64, DoubleType()),
+]
+
+
+def spark_type(arrow: Any) -> DataType:
+    """The Spark type the data source reads an Arrow type as (text: STRING)."""
+    for test, spark in _SPARK_TYPES:
+        if test(arrow):
+            return spark
+    if pa.types.is_string(arrow) or pa.types.is_large_string(arrow) or pa.types.is_null(arrow):
+        return StringType()
+    if pa.types.is_timestamp(arrow):
+        return StringType()  # JSON text that looks like a time: Spark infers STRING too
+    raise ValueError(f"iostack: a column of type {arrow} cannot be read (give a schema "
+                     f"without it)")
+
+
+def typed_schema(storage_url: str, token: str, settings: Settings, name: str,
+                 size: int) -> StructType:
+    """The schema of a Parquet object (from its footer) or of a JSON Lines object (from
+    its first MiB, fields sorted by name as Spark's JSON reader sorts them)."""
+    if settings.format == "parquet":
+        tail = _tail(storage_url, token, settings, name, "bytes=-65536")
+        need = footer_length(tail, size, ParquetLimits())
+        if need > len(tail):
+            tail = _tail(storage_url, token, settings, name, f"bytes=-{need}")
+        arrow = pq.read_metadata(pa.BufferReader(tail[-need:])).schema.to_arrow_schema()
+        return StructType([StructField(f.name, spark_type(f.type), True) for f in arrow])
+    head = _tail(storage_url, token, settings, name, f"bytes=0-{JSON_PROBE - 1}")
+    head = head[: head.rfind(b"\n") + 1] or head
+    arrow = pa_json.read_json(io.BytesIO(head)).schema
+    return StructType([StructField(f.name, spark_type(f.type), True)
+                       for f in sorted(arrow, key=lambda f: f.name)])
+
+
 class IOStackDataSource(DataSource):
     """``spark.read.format("iostack")``: see the module's documentation."""
 
@@ -689,6 +765,8 @@ class IOStackDataSource(DataSource):
                                        settings.prefix, settings.timeout):
             if size <= 0:
                 continue
+            if settings.format != "csv":
+                return typed_schema(storage_url, token, settings, name, size)
             fields = header_line(storage_url, token, settings.container, name,
                                  settings.timeout)
             if not fields:

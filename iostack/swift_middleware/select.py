@@ -1,6 +1,7 @@
 """IOStack record selection: answer a GET with the rows, columns or lines a query needs.
 
-Record filters (``csv_select``, ``grep``: ``FilterSpec.selects_records``)
+Record filters (``csv_select``, ``json_select``, ``parquet_select``, ``grep``:
+``FilterSpec.selects_records``)
 run on the object as its tenant stored it, so analytics jobs receive only
 what they asked for: the IOStack paper's Spark pushdown. Where they run:
 
@@ -48,6 +49,12 @@ Configuration (``[filter:iostack_select]``)::
     use = egg:iostack#iostack_select
     max_first_line = 1048576   # bytes: a longer first line (CSV header) is refused
     object_stage = true        # ask object servers to select (false: always here)
+    parquet_max_footer = 8388608 ...  # Parquet limits, see iostack.filters.parquet_select
+
+Parquet objects are read by ranges, not as records
+(``iostack.swift_middleware.selecting_parquet``); answers are CSV, JSON
+Lines or Arrow (the ``output`` parameter, ``iostack.filters.output``), with
+the matching ``Content-Type``.
 
 plus the policy-reader options of ``policies`` (``redis_url``, ``key_prefix``...).
 A failed policy lookup is logged and the request is served without the
@@ -73,6 +80,7 @@ from swift.common.wsgi import make_subrequest
 from iostack.controller.reader import PolicyStoreUnavailable
 from iostack.filters.base import FilterContext, FilterSpec
 from iostack.filters.errors import FilterError, UnknownFilterError
+from iostack.filters.parquet_select import ParquetLimits
 from iostack.filters.records import prepend
 from iostack.filters.registry import filter_names, get_filter
 from iostack.swift_middleware.policies import reader_settings, shared_reader
@@ -85,7 +93,8 @@ from iostack.swift_middleware.select_frames import (
     read_frames,
     select_request,
 )
-from iostack.swift_middleware.selecting import SelectError, Selecting, closing, record_range
+from iostack.swift_middleware.selecting import SelectError, closing, record_range
+from iostack.swift_middleware.selecting_parquet import selecting_for
 from iostack.swift_middleware.view import RequestView, view_for
 
 LOG = logging.getLogger(__name__)
@@ -138,12 +147,13 @@ def requested_filter(req: Request) -> tuple[FilterSpec, dict[str, str], str] | N
 
 
 def selected_response(req: Request, source: Response, chunks: Iterator[bytes],
-                      names: list[str], stage: str) -> Response:
+                      names: list[str], stage: str, content_type: str) -> Response:
     """The client's 200: ``source``'s headers, less those that describe the object."""
     headers = {k: v for k, v in source.headers.items()
                if k.title() not in _HIDDEN and not k.lower().startswith("x-backend-")}
     headers[SELECTED_HEADER] = ",".join(names)
     headers[STAGE_HEADER] = stage
+    headers["Content-Type"] = content_type
     out = Response(request=req, status=200, headers=headers, app_iter=chunks)
     out.content_length = None
     return out
@@ -153,13 +163,15 @@ class ProxySelect:
     """One GET's selection chain: on an object server when it can, else here."""
 
     def __init__(self, app: Any, req: Request, chain: list[tuple[FilterSpec, dict[str, Any], str]],
-                 context: FilterContext, max_first_line: int, object_stage: bool) -> None:
+                 context: FilterContext, max_first_line: int, object_stage: bool,
+                 limits: ParquetLimits) -> None:
         self.app = app
         self.req = req
         self.chain = chain
         self.context = context
         self.names = [spec.name for spec, _, _ in chain]
         self.max_first_line = max_first_line
+        self.limits = limits
         self.object_stage = object_stage and all(stage == "object" for _, _, stage in chain)
 
     def _get(self, headers: dict[str, str]) -> Response:
@@ -174,19 +186,21 @@ class ProxySelect:
         start, end = record_range(self.req)
         # Parameters are checked here, so a bad request never reaches an object server.
         selections = [spec.selection(params, self.context) for spec, params, _ in self.chain]
+        selecting = selecting_for(
+            lambda byte_range: self._get({"Range": byte_range} if byte_range else {}),
+            self.req.path, selections, self.names, self.max_first_line, self.limits)
+        content_type = selections[-1].content_type
         if self.object_stage:
-            resp = self._on_object(start, end)
+            resp = self._on_object(start, end, content_type)
             if resp is not None:
                 return resp
-        selecting = Selecting(
-            lambda byte_range: self._get({"Range": byte_range} if byte_range else {}),
-            self.req.path, selections, self.names, self.max_first_line)
         answer = selecting.run(start, end)
         if isinstance(answer, Response):
             return answer
-        return selected_response(self.req, answer.source, answer.chunks, self.names, "proxy")
+        return selected_response(self.req, answer.source, answer.chunks, self.names, "proxy",
+                                 content_type)
 
-    def _on_object(self, start: int, end: int | None) -> Response | None:
+    def _on_object(self, start: int, end: int | None, content_type: str) -> Response | None:
         """The object server's answer, or None when the selection is left to this proxy."""
         resp = self._get({SELECT_HEADER: select_request(
             [(spec.name, params) for spec, params, _ in self.chain], start, end)})
@@ -198,7 +212,7 @@ class ProxySelect:
                 close_if_possible(resp.app_iter)
                 raise
             return selected_response(self.req, resp, closing(prepend(head, chunks), resp.app_iter),
-                                     self.names, "object")
+                                     self.names, "object", content_type)
         if resp.is_success or DECLINED_HEADER in resp.headers:
             close_if_possible(resp.app_iter)
             return None
@@ -211,6 +225,7 @@ class SelectMiddleware:
         self.reader_settings = reader_settings(conf)
         self.max_first_line = int(conf.get("max_first_line", 1 << 20))
         self.object_stage = config_true_value(conf.get("object_stage", "true"))
+        self.limits = ParquetLimits.from_conf(conf)
 
     def _policy_filters(self, view: RequestView) -> list[tuple[FilterSpec, dict[str, Any], str]]:
         try:
@@ -248,7 +263,7 @@ class SelectMiddleware:
             if not chain:
                 return self.app
             return ProxySelect(self.app, req, chain, context, self.max_first_line,
-                               self.object_stage).answer()
+                               self.object_stage, self.limits).answer()
         except FilterError as exc:  # a ParamError: the request's or the policy's parameters
             return HTTPBadRequest(request=req, body=f"IOStack: {exc}\n",
                                   content_type="text/plain")

@@ -29,6 +29,7 @@ Place it after ``iostack_metrics`` and before ``storlet_handler`` and
     use = egg:iostack#iostack_select_object
     max_first_line = 1048576   # bytes: a longer first line (CSV header) is refused
     keepalive = 2              # seconds without selected bytes before a padding frame
+    parquet_max_footer = 8388608 ...  # Parquet limits, see iostack.filters.parquet_select
     padding = 65536            # bytes per padding frame: at least the proxies'
                                # object_chunk_size, which each of their reads waits for
 """
@@ -50,6 +51,7 @@ from swift.common.wsgi import make_subrequest
 
 from iostack.filters.base import FilterContext, Selection
 from iostack.filters.errors import FilterError, UnknownFilterError
+from iostack.filters.parquet_select import ParquetLimits
 from iostack.filters.registry import get_filter
 from iostack.swift_middleware.record import TENANT_LAYER
 from iostack.swift_middleware.select_frames import (
@@ -65,6 +67,7 @@ from iostack.swift_middleware.select_frames import (
     parse_select_request,
 )
 from iostack.swift_middleware.selecting import Answer, SelectError, Selecting
+from iostack.swift_middleware.selecting_parquet import ParquetSelecting, selecting_for
 
 # Headers that mean "this object's bytes are not the tenant's records".
 _NOT_SELECTABLE = (
@@ -105,8 +108,11 @@ class ObjectSelect:
             if header in head.headers:
                 return Response(request=self.req, status=200, body=b"",
                                 headers={DECLINED_HEADER: reason})
-        selecting = Selecting(lambda byte_range: self.local("GET", byte_range),
-                              self.req.path, selections, names, **self.selecting_args)
+        try:
+            selecting = selecting_for(lambda byte_range: self.local("GET", byte_range),
+                                      self.req.path, selections, names, **self.selecting_args)
+        except SelectError as exc:
+            return HTTPBadRequest(request=self.req, body=f"IOStack: {exc}".encode())
         headers = {k: v for k, v in head.headers.items() if k.title() not in _OBJECT_ONLY}
         headers[BACKEND_SELECTED_HEADER] = FRAMES
         resp = Response(request=self.req, status=200, headers=headers,
@@ -115,7 +121,7 @@ class ObjectSelect:
         return resp
 
 
-def _framed(selecting: Selecting, start: int, end: int | None,
+def _framed(selecting: Selecting | ParquetSelecting, start: int, end: int | None,
             padding: bytes) -> Iterator[bytes]:
     yield padding  # the response headers leave now, not with the first selected bytes
     try:
@@ -145,7 +151,8 @@ class ObjectSelectMiddleware:
     def __init__(self, app: Any, conf: dict[str, Any]) -> None:
         self.app = app
         self.selecting_args = {"max_first_line": int(conf.get("max_first_line", 1 << 20)),
-                               "keepalive": float(conf.get("keepalive", 2))}
+                               "keepalive": float(conf.get("keepalive", 2)),
+                               "limits": ParquetLimits.from_conf(conf)}
         size = int(conf.get("padding", 65536))
         self.padding = frame(PADDING, b"\0" * max(size - 9, 0))
 

@@ -29,6 +29,7 @@ from swift.common.utils import close_if_possible
 
 from iostack.filters.base import Selection
 from iostack.filters.errors import FilterError, ParamError
+from iostack.filters.output import CONTENT_TYPES
 from iostack.filters.records import RecordBlocks, fetch_start, prepend
 
 Fetch = Callable[[str | None], Response]
@@ -40,6 +41,20 @@ class SelectError(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+
+def check_chain(selections: list[Selection], names: list[str]) -> None:
+    """``SelectError(400)`` for a chain whose parts cannot feed each other: a
+    random-access reader (``parquet_select``) reads the object itself, and
+    only the last selection may answer in a binary format (Arrow)."""
+    if len(selections) > 1 and any(s.random_access for s in selections):
+        raise SelectError(400, f"{' then '.join(names)}: a Parquet selection cannot be "
+                               f"chained with another record filter (a policy's or the "
+                               f"request's)")
+    for selection, name in zip(selections[:-1], names[:-1], strict=True):
+        if selection.content_type == CONTENT_TYPES["arrow"]:
+            raise SelectError(400, f"{name}: only the last record filter of a chain may "
+                                   f"answer in Arrow (the next one reads text)")
 
 
 def record_range(req: Request) -> tuple[int, int | None]:
@@ -90,6 +105,8 @@ class Selecting:
         self.max_first_line = max_first_line
         self.keepalive = keepalive
         self.skip_first = any(s.skips_first_record for s in selections)
+        # A range's answer still needs the object's first record (a header, a schema).
+        self.read_first = self.skip_first or any(s.needs_first_record for s in selections)
 
     def _first_line(self, chunks: Iterator[bytes]) -> tuple[bytes | None, bytes]:
         """The object's first record and what was read after it."""
@@ -105,12 +122,14 @@ class Selecting:
         return (held or None), b""
 
     def _begin(self, first: bytes | None, at_start: bool) -> bytes:
-        """Run every selection's ``begin``; return what the answer starts with."""
+        """Run every selection's ``begin``; return what the answer starts with (the
+        last one's: a CSV header at the object's start, an Arrow schema always)."""
         prefix = b""
-        for selection in self.selections:
-            prefix = selection.begin(first, at_start=True)
+        last = len(self.selections) - 1
+        for i, selection in enumerate(self.selections):
+            prefix = selection.begin(first, at_start=at_start if i == last else True)
             first = prefix or first  # the next one sees the previous one's header
-        return prefix if at_start else b""
+        return prefix
 
     def _blocks(self, start: int, end: int | None) -> tuple[Response, bytes | None,
                                                             Iterable[bytes]]:
@@ -128,7 +147,7 @@ class Selecting:
             return resp, first, RecordBlocks(0, None if end is None else end - shift).blocks(
                 records)
         first = None
-        if self.skip_first:
+        if self.read_first:
             head = self.fetch(f"bytes=0-{self.max_first_line}")
             if head.status_int != 416:  # 416: an empty object, no first line
                 if not head.is_success:
@@ -184,6 +203,9 @@ class Selecting:
             elif self.keepalive is not None and time.monotonic() - quiet_since > self.keepalive:
                 quiet_since = time.monotonic()
                 yield b""
+        tail = self.selections[-1].end()  # an Arrow stream's end marker
+        if tail:
+            yield tail
 
 
 def closing(chunks: Iterator[bytes], source: Any) -> Iterator[bytes]:

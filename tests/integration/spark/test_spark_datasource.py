@@ -4,17 +4,14 @@ Every query is run through the data source, with the storage-side selection
 (``pushdown=true``, the default: the acceptance tests of the proxy's
 ``csv_select``) and without it (``pushdown=false``: raw GETs, selection in the
 data source), and compared with Spark's own CSV reader on the same bytes in
-local files. One SparkSession (local[2]) serves the whole module.
+local files. One SparkSession (local[2], conftest.py) serves the whole run.
 """
 
 from __future__ import annotations
 
-import os
 import random
 import re
-import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,25 +48,6 @@ OBJECTS = {
     "logs/header-only.csv": HEADER.encode(),
     "logs/day3.csv": log_body(60, 3),
 }
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    from iostack.spark import register
-
-    session = (SparkSession.builder.master("local[2]").appName("iostack-datasource-test")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.sql.python.filterPushdown.enabled", "true")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    register(session)
-    yield session
-    session.stop()
 
 
 @pytest.fixture(scope="module")

@@ -181,7 +181,8 @@ def test_bad_requests_get_400_naming_the_problem(t1, container, http):
     cases = [
         (select_headers(columns="nope"), "no column 'nope' (columns: ts, user_id, url"),
         (select_headers(where="status >"), "found the end at column 9"),
-        (select_headers(wher="x"), "unknown parameter (known: columns, delimiter, header, where)"),
+        (select_headers(wher="x"),
+         "unknown parameter (known: columns, delimiter, header, output, where)"),
         ({"X-Iostack-Filter": "compression"}, "'compression' is not a record filter"),
         ({"Range": "bytes=1-2,5-9", **select_headers()}, "one range"),
         ({"X-Iostack-Filter": "grep", "X-Iostack-Param-Pattern": "(x"}, "missing )"),

@@ -11,7 +11,7 @@ from iostack.filters.registry import builtin_metadata, filter_names, get_filter
 
 def test_builtin_filters_are_listed():
     assert filter_names() == ["noop", "compression", "encryption", "caching", "bandwidth",
-                              "csv_select", "grep"]
+                              "csv_select", "json_select", "parquet_select", "grep"]
 
 
 @pytest.mark.parametrize("metadata", builtin_metadata(), ids=lambda m: m.name)

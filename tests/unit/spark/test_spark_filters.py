@@ -215,6 +215,7 @@ def test_selection_headers_for_a_header_object():
     assert headers == {"X-Iostack-Filter": "csv_select",
                        "X-Iostack-Param-Columns": "user_id,status",
                        "X-Iostack-Param-Header": "true",
+                       "X-Iostack-Param-Output": "arrow",
                        "X-Iostack-Param-Where": "status >= 500"}
     assert "X-Iostack-Param-Where" not in selection_headers(columns, [], True)
 
@@ -498,12 +499,22 @@ def test_schema_without_one_given_is_the_first_header(fake_swift):
     assert ("3", 'x "y"', "abc") in read_all(reader)
 
 
+def arrow_answer(names: list[str], rows: list[tuple[str, ...]]) -> bytes:
+    """csv_select's Arrow answer: string columns named as in the header."""
+    table = pa.table({n: pa.array([r[i] for r in rows], pa.string())
+                      for i, n in enumerate(names)})
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
 def test_pushdown_requests_and_the_recheck_of_numeric_terms(fake_swift):
     reader = make_reader(fake_swift, "status INT, name STRING", split_size=30)
     list(reader.pushFilters([GreaterThanOrEqual(("status",), 500),
                              StringStartsWith(("name",), "it's")]))
     # The storage side's answer: what it keeps includes "1e3", which Spark reads as NULL.
-    fake_swift.set_selection(200, b"status,name\n500,z\n1e3,q\n")
+    fake_swift.set_selection(200, arrow_answer(["status", "name"], [("500", "z"), ("1e3", "q")]))
     splits = reader.partitions()
     assert [(s.name, s.start, s.end) for s in splits][:3] == [
         ("logs/a.csv", 0, 29), ("logs/a.csv", 30, 59), ("logs/a.csv", 60, None)]
@@ -515,10 +526,21 @@ def test_pushdown_requests_and_the_recheck_of_numeric_terms(fake_swift):
     assert headers["X-Iostack-Param-Columns"] == "status,name"
     assert headers["X-Iostack-Param-Where"] == "status >= 500 AND name LIKE 'it''s%'"
     assert headers["Range"] == "bytes=0-29"
-    # Past byte 0 the answer has no header line: nothing is dropped.
-    fake_swift.set_selection(200, b"503,r\n")
+    assert headers["X-Iostack-Param-Output"] == "arrow"  # no CSV to parse in the worker
+    fake_swift.set_selection(200, arrow_answer(["status", "name"], [("503", "r")]))
     assert [b.to_pylist() for b in reader.read(splits[1])] == [[{"status": 503, "name": "r"}]]
     assert fake_swift.requests[-1][1]["Range"] == "bytes=30-59"
+
+
+def test_a_csv_answer_is_parsed_when_asked_for(fake_swift):
+    reader = make_reader(fake_swift, "status INT, name STRING", answer="csv")
+    list(reader.pushFilters([GreaterThanOrEqual(("status",), 500)]))
+    fake_swift.set_selection(200, b"status,name\n500,z\n1e3,q\n")
+    split = reader.partitions()[0]
+    assert [b.to_pylist() for b in reader.read(split)] == [[{"status": 500, "name": "z"}]]
+    assert fake_swift.requests[-1][1]["X-Iostack-Param-Output"] == "csv"
+    with pytest.raises(ValueError, match="answer must be arrow"):
+        make_reader(fake_swift, "status INT", answer="csv", format="parquet")
 
 
 def test_an_http_error_names_status_object_and_message(fake_swift):
