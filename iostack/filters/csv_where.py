@@ -264,13 +264,7 @@ def _term_mask(term: Term, column: pa.Array) -> pa.Array:
     if term.op == "IS NOT NULL":
         return pc.not_equal(column, "")
     values = _as_numbers(column) if term.numeric else _null_when_empty(column)
-    if term.op == "LIKE":
-        return pc.starts_with(values, pattern=str(term.values[0]))
-    if term.op in ("IN", "NOT IN"):
-        value_set = pa.array(term.values, pa.float64() if term.numeric else pa.string())
-        found = pc.is_in(values, value_set=value_set)
-        return pc.and_(pc.invert(found), pc.is_valid(values)) if term.op == "NOT IN" else found
-    return getattr(pc, COMPARISONS[term.op])(values, term.values[0])
+    return _compare(term, values)
 
 
 def row_mask(terms: Sequence[Term], columns: dict[str, pa.Array]) -> pa.Array | None:
@@ -304,13 +298,7 @@ def _typed_term_mask(term: Term, column: pa.Array) -> pa.Array:
         except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
             raise TypeError(f"column {term.column!r} of type {kind} cannot be compared "
                             f"with a string") from None
-    if term.op == "LIKE":
-        return pc.starts_with(values, pattern=str(term.values[0]))
-    if term.op in ("IN", "NOT IN"):
-        value_set = pa.array(term.values, pa.float64() if term.numeric else pa.string())
-        found = pc.is_in(values, value_set=value_set)
-        return pc.and_(pc.invert(found), pc.is_valid(values)) if term.op == "NOT IN" else found
-    return getattr(pc, COMPARISONS[term.op])(values, term.values[0])
+    return _compare(term, values)
 
 
 def typed_row_mask(terms: Sequence[Term], columns: dict[str, pa.Array]) -> pa.Array | None:
@@ -327,3 +315,14 @@ def typed_row_mask(terms: Sequence[Term], columns: dict[str, pa.Array]) -> pa.Ar
         this = _typed_term_mask(term, column)
         mask = this if mask is None else pc.and_kleene(mask, this)
     return mask
+
+
+def _compare(term: Term, values: pa.Array) -> pa.Array:
+    """LIKE, [NOT] IN or a comparison of ``values`` with the term's literal(s)."""
+    if term.op == "LIKE":
+        return pc.starts_with(values, pattern=str(term.values[0]))
+    if term.op in ("IN", "NOT IN"):
+        value_set = pa.array(term.values, pa.float64() if term.numeric else pa.string())
+        found = pc.is_in(values, value_set=value_set)
+        return pc.and_(pc.invert(found), pc.is_valid(values)) if term.op == "NOT IN" else found
+    return getattr(pc, COMPARISONS[term.op])(values, term.values[0])

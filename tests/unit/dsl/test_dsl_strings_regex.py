@@ -102,4 +102,4 @@ def test_fuzz_object_name_regexes_check_and_match_a_long_name_quickly(pattern):
         return
     conds = [{"kind": "name", "value": c.value.data} for c in policy.object_conds]
     matches(conds, LONG_NAME)
-    assert time.thread_time() - start < 0.05, pattern
+    assert time.thread_time() - start < 0.2, pattern

@@ -53,7 +53,7 @@ def test_catastrophic_backtracking_patterns_run_in_linear_time():
     for pattern in (r"(a+)+$", r"(a|aa)+$", r"(a*)*b", r"^(\w+\s?)*$"):
         start = time.thread_time()
         assert not search(pattern, LONG_NAME)
-        assert time.thread_time() - start < 0.05, pattern
+        assert time.thread_time() - start < 0.2, pattern
 
 
 def test_compiled_patterns_are_cached_in_a_bounded_lru():
@@ -75,7 +75,7 @@ def test_any_pattern_compiles_or_is_refused_and_a_long_name_matches_quickly(patt
     except RegexError:
         return
     finally:
-        assert time.thread_time() - start < 0.05, f"compiling {pattern!r}"
+        assert time.thread_time() - start < 0.2, f"compiling {pattern!r}"
     start = time.thread_time()
     regex.search(LONG_NAME)
-    assert time.thread_time() - start < 0.05, f"matching {pattern!r}"
+    assert time.thread_time() - start < 0.2, f"matching {pattern!r}"
