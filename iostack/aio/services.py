@@ -55,6 +55,11 @@ RABBITMQ_USER = "iostack"
 GUEST = ("guest", "guest")
 
 
+# How each private server is started (``Services`` methods).
+STARTERS = {"redis": "_start_redis", "rabbitmq": "_start_rabbitmq",
+            "memcached": "_start_memcached"}
+
+
 class ServiceError(RuntimeError):
     """A service did not come up; the message names it and its log file."""
 
@@ -209,20 +214,37 @@ class Services:
             if (previous and previous.private and self.processes.find(name)
                     and ANSWERS[name](previous.url)):
                 return previous
-            start = {"redis": self._start_redis, "rabbitmq": self._start_rabbitmq,
-                     "memcached": self._start_memcached}[name]
-            info = start()
+            info = self._start(name)
         self.info[name] = info
         self._save()
         if wait:
-            self.wait_started()
-        return info
+            self.wait_started()  # may start it again on new ports
+        return self.info[name]
 
     def wait_started(self) -> None:
-        """Wait until every private server started by ``ensure`` answers."""
+        """Wait until every private server started by ``ensure`` answers.
+
+        A server that exits while booting is started once more, on fresh
+        ports: RabbitMQ has been seen to exit during boot on a loaded machine
+        right after another broker stopped. Its first log is kept beside the
+        new one (``<name>.log.failed``)."""
         while self._starting:
             name, check = self._starting.popitem()
-            self._wait(name, check)
+            try:
+                self._wait(name, check)
+            except ServiceError:
+                if name not in STARTERS:
+                    raise
+                log = self.processes.log_file(name)
+                if log.exists():
+                    log.replace(log.with_name(log.name + ".failed"))
+                self.processes.stop(name)
+                self.info[name] = self._start(name)
+                self._save()
+                self._wait(name, self._starting.pop(name))
+
+    def _start(self, name: str) -> ServiceInfo:
+        return getattr(self, STARTERS[name])()
 
     def _external(self, name: str, url: str, allow_unauthenticated: bool) -> ServiceInfo:
         if not ANSWERS[name](url):
