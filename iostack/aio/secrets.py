@@ -17,7 +17,11 @@ TENANTS = ("t1", "t2", "t3")
 
 
 def _token() -> str:
-    return secrets.token_urlsafe(24)
+    # Never a leading "-": a token given as a command-line value (``--token T``)
+    # would be taken for an option (1 in 64 tokens was).
+    while (token := secrets.token_urlsafe(24)).startswith("-"):
+        pass
+    return token
 
 
 def load_or_create(state_dir: Path) -> dict[str, str]:

@@ -83,7 +83,7 @@ def test_a_cap_holds_summed_over_both_proxies(stack, client):
     assert status["get"]["assigned"] == pytest.approx(4 * MB)
     shown = subprocess.run(  # noqa: S603 - the project's own CLI
         [sys.executable, "-m", "iostack.cli", "qos", "status", "--url", stack["controller_url"],
-         "--token", stack["admin_token"]], capture_output=True, text=True, check=True).stdout
+         f"--token={stack['admin_token']}"], capture_output=True, text=True, check=True).stdout
     assert "capacity: get 12 MB/s" in shown
     row = next(line.split() for line in shown.splitlines() if line.startswith("AUTH_t1  get"))
     assert row[2:5] == ["cap", "4", "MB/s"] and row[5:7] == ["4", "MB/s"]

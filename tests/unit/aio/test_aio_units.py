@@ -105,3 +105,9 @@ def test_config_ports_are_the_servers_ports(tmp_path):
     config = AioConfig.load(tmp_path, {"proxy_port": 18080, "iscsi_port": 13260})
     assert {18080, 13260, config.object_port, config.controller_port} <= config.ports()
     assert all(isinstance(port, int) for port in config.ports())
+
+
+def test_generated_tokens_never_look_like_options():
+    from iostack.aio.secrets import _token
+
+    assert not any(_token().startswith("-") for _ in range(2000))
