@@ -37,15 +37,13 @@ Uid
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
 import re
-import time
-from collections.abc import Iterator
 from pathlib import Path
+
+from iostack.storlet_runtime.flock import held
 
 SCOPE_PREFIX_CHARS = 8
 SCOPE_HASH_CHARS = 16
@@ -73,25 +71,6 @@ def sandbox_scope(account: str) -> str:
     return f"{prefix}-{digest[:SCOPE_HASH_CHARS]}"
 
 
-@contextlib.contextmanager
-def _locked(path: Path, timeout: float = 10.0) -> Iterator[None]:
-    """An exclusive ``flock`` on ``path``, polled so that an eventlet server is not blocked."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise ScopeIdentityError(f"{path} locked for over {timeout}s") from None
-                time.sleep(0.01)
-        yield
-    finally:
-        os.close(fd)
-
-
 def scope_uid(table: str | Path, run_dir: str | Path, scope: str, base: int, count: int) -> int:
     """The host uid of ``run_dir``'s ``scope``, allocated from ``[base, base + count)``."""
     # The run directory exists before its entry does: entries of missing ones are pruned.
@@ -105,7 +84,8 @@ def scope_uid(table: str | Path, run_dir: str | Path, scope: str, base: int, cou
 def _allocate(table: Path, run_dir: str, scope: str, base: int, count: int) -> int:
     table.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     name = f"{run_dir} {scope}"
-    with _locked(table.with_name(table.name + ".lock")):
+    lock = table.with_name(table.name + ".lock")
+    with held(lock, 10.0, lambda: ScopeIdentityError(f"{lock} locked for over 10s")):
         try:
             uids = json.loads(table.read_text())
         except FileNotFoundError:

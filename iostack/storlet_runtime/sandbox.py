@@ -55,17 +55,16 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import json
 import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 from iostack.storlet_runtime.cgroups import ScopeCgroup, join
 from iostack.storlet_runtime.config import SandboxConfig
+from iostack.storlet_runtime.flock import held
 
 SANDBOX_LIB_DIR = "/usr/local/lib/storlets"
 SANDBOX_PYTHON_DIR = SANDBOX_LIB_DIR + "/python"
@@ -206,26 +205,11 @@ class ScopeSandbox:
         self.record_path = self.run_dir / f"{scope}.json"
         self.lock_path = self.run_dir / f"{scope}.lock"
 
-    @contextlib.contextmanager
-    def lock(self, timeout: float) -> Iterator[None]:
+    def lock(self, timeout: float) -> contextlib.AbstractContextManager[None]:
         """Exclusive per-scope lock; polls so that eventlet servers are not blocked."""
         self.run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            deadline = time.monotonic() + timeout
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        raise SandboxStartError(
-                            f"scope {self.scope}: sandbox lock held for over {timeout}s"
-                        ) from None
-                    time.sleep(0.02)
-            yield
-        finally:
-            os.close(fd)  # also releases the lock
+        return held(self.lock_path, timeout, lambda: SandboxStartError(
+            f"scope {self.scope}: sandbox lock held for over {timeout}s"), poll=0.02)
 
     def record(self) -> dict:
         """The pid record of the last start ({} if none)."""
