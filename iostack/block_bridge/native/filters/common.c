@@ -69,6 +69,16 @@ int fa_parse(const char *args, struct fa_kv *kv, int max)
     return n;
 }
 
+int fa_no_args(const char *args, const char *filter)
+{
+    struct fa_kv kv[FA_MAX];
+    int n = fa_parse(args, kv, FA_MAX);
+
+    if (n > 0)
+        return fa_fail("%s takes no arguments, got '%s'", filter, kv[0].key);
+    return n;
+}
+
 int fa_number(const struct fa_kv *kv, uint64_t min, uint64_t max, uint64_t *out)
 {
     char *end;

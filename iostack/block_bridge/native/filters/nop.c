@@ -15,12 +15,7 @@ void read_xform(void *buf, unsigned long cnt, unsigned long offset)
 
 int pass_args(char *args)
 {
-    struct fa_kv kv[FA_MAX];
-    int n = fa_parse(args, kv, FA_MAX);
-
-    if (n > 0)
-        return fa_fail("nop takes no arguments, got '%s'", kv[0].key);
-    return n;
+    return fa_no_args(args, "nop");
 }
 
 char *get_name(void)
