@@ -5,38 +5,24 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "bytemap.h"
 #include "common.h"
 #include "iostack_filter.h"
 
 static unsigned char key = 0x5a;
 
-/* Eight bytes at a time: block I/O is large, and this runs on every byte. */
-static void apply(unsigned char *p, unsigned long cnt)
+/* wide: the key in each of the eight bytes. */
+static uint64_t xor_word(uint64_t x, uint64_t wide)
 {
-    uint64_t wide = 0x0101010101010101ULL * key, word;
-    unsigned long i = 0;
-
-    for (; i + 8 <= cnt; i += 8) {
-        memcpy(&word, p + i, 8);
-        word ^= wide;
-        memcpy(p + i, &word, 8);
-    }
-    for (; i < cnt; i++)
-        p[i] ^= key;
+    return x ^ wide;
 }
 
-void write_xform(void *buf, unsigned long cnt, unsigned long offset, bool *doWrite)
+static void map(unsigned char *p, unsigned long cnt)
 {
-    (void)offset;
-    apply(buf, cnt);
-    *doWrite = true;
+    bytemap_words(p, cnt, xor_word, 0x0101010101010101ULL * key);
 }
 
-void read_xform(void *buf, unsigned long cnt, unsigned long offset)
-{
-    (void)offset;
-    apply(buf, cnt);
-}
+const struct bytemap_filter bytemap_filter = {.name = "xor", .map = map};
 
 int pass_args(char *args)
 {
@@ -52,16 +38,6 @@ int pass_args(char *args)
         key = (unsigned char)v;
     }
     return n;
-}
-
-char *get_name(void)
-{
-    return "xor";
-}
-
-int iostack_thread_safe(void)
-{
-    return 1;
 }
 
 int iostack_stats(char *out, size_t outlen)
