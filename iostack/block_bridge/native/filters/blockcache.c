@@ -1,9 +1,26 @@
-/* Block cache index: hash table + LRU list under one mutex; see blockcache.h. */
+/* Block cache index (hash table + LRU list under one mutex) and the cache
+ * filters' ABI over it; see blockcache.h. */
 #include "blockcache.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include "iostack_filter.h"
+
+struct bc_entry;
+
+struct blockcache {
+    pthread_mutex_t mu;
+    size_t capacity, used;
+    size_t nbuckets;
+    struct bc_entry **buckets;
+    struct bc_entry *lru_head, *lru_tail; /* head = most recently used */
+    uint64_t hits, misses, inserts, evictions, invalidations;
+};
 
 struct bc_entry {
     uint64_t block;
@@ -16,7 +33,10 @@ struct bc_entry {
 /* Fixed per-entry bookkeeping, charged against the cap with the payload. */
 #define ENTRY_COST sizeof(struct bc_entry)
 
-int bc_init(struct blockcache *bc, const struct bc_ops *ops, size_t capacity)
+/* The filter's one cache (each volume loads its own copy of the filter). */
+static struct blockcache cache;
+
+static int bc_init(struct blockcache *bc, size_t capacity)
 {
     size_t expected = capacity / 1024 + 1;
 
@@ -27,7 +47,6 @@ int bc_init(struct blockcache *bc, const struct bc_ops *ops, size_t capacity)
     if (!bc->buckets)
         return -ENOMEM;
     pthread_mutex_init(&bc->mu, NULL);
-    bc->ops = ops;
     bc->capacity = capacity;
     return 0;
 }
@@ -70,7 +89,7 @@ static void drop(struct blockcache *bc, struct bc_entry **pp)
 
     *pp = e->hnext;
     lru_unlink(bc, e);
-    bc->used -= bc->ops->release(e->payload) + ENTRY_COST;
+    bc->used -= bc_filter.release(e->payload) + ENTRY_COST;
     free(e);
 }
 
@@ -90,12 +109,12 @@ static void put(struct blockcache *bc, uint64_t block, const unsigned char *data
 
     if (*pp)
         drop(bc, pp);
-    payload = bc->ops->make(data, &cost);
+    payload = bc_filter.make(data, &cost);
     if (!payload)
         return;
     e = malloc(sizeof *e);
     if (!e) {
-        bc->ops->release(payload);
+        bc_filter.release(payload);
         return;
     }
     e->block = block;
@@ -110,14 +129,16 @@ static void put(struct blockcache *bc, uint64_t block, const unsigned char *data
     evict_to_fit(bc);
 }
 
-bool bc_read(struct blockcache *bc, unsigned char *buf, unsigned long cnt, unsigned long offset)
+/* Pre-read: fills buf if every block of the aligned range is cached. */
+static bool bc_read(struct blockcache *bc, unsigned char *buf, unsigned long cnt,
+                    unsigned long offset)
 {
     bool hit = (offset % BC_BLOCK) == 0 && (cnt % BC_BLOCK) == 0 && cnt > 0;
 
     pthread_mutex_lock(&bc->mu);
     for (unsigned long done = 0; hit && done < cnt; done += BC_BLOCK) {
         struct bc_entry *e = *slot(bc, (offset + done) / BC_BLOCK);
-        hit = e && bc->ops->load(e->payload, buf + done);
+        hit = e && bc_filter.load(e->payload, buf + done);
         if (hit) {
             lru_unlink(bc, e);
             lru_push(bc, e);
@@ -154,34 +175,7 @@ static void for_blocks(struct blockcache *bc, const unsigned char *buf, unsigned
     pthread_mutex_unlock(&bc->mu);
 }
 
-void bc_fill(struct blockcache *bc, const unsigned char *buf, unsigned long cnt,
-             unsigned long offset)
-{
-    for_blocks(bc, buf, cnt, offset, false);
-}
-
-void bc_write(struct blockcache *bc, const unsigned char *buf, unsigned long cnt,
-              unsigned long offset)
-{
-    for_blocks(bc, buf, cnt, offset, true);
-}
-
-int bc_stats(struct blockcache *bc, char *out, size_t outlen, const char *extra)
-{
-    int n;
-
-    pthread_mutex_lock(&bc->mu);
-    n = snprintf(out, outlen,
-                 "hits=%llu misses=%llu inserts=%llu evictions=%llu invalidations=%llu "
-                 "used=%zu capacity=%zu %s",
-                 (unsigned long long)bc->hits, (unsigned long long)bc->misses,
-                 (unsigned long long)bc->inserts, (unsigned long long)bc->evictions,
-                 (unsigned long long)bc->invalidations, bc->used, bc->capacity, extra);
-    pthread_mutex_unlock(&bc->mu);
-    return n < 0 ? -1 : 0;
-}
-
-void bc_destroy(struct blockcache *bc)
+static void bc_destroy(struct blockcache *bc)
 {
     if (!bc->buckets)
         return;
@@ -190,4 +184,76 @@ void bc_destroy(struct blockcache *bc)
     free(bc->buckets);
     bc->buckets = NULL;
     pthread_mutex_destroy(&bc->mu);
+}
+
+/* --- the filter ABI ---------------------------------------------------- */
+
+void write_xform(void *buf, unsigned long cnt, unsigned long offset, bool *doWrite)
+{
+    for_blocks(&cache, buf, cnt, offset, true);
+    *doWrite = true;
+}
+
+void read_xform(void *buf, unsigned long cnt, unsigned long offset)
+{
+    for_blocks(&cache, buf, cnt, offset, false);
+}
+
+int pre_read(void *buf, unsigned long cnt, unsigned long int offset, unsigned int fdesc,
+             bool *doRead)
+{
+    (void)fdesc;
+    *doRead = !bc_read(&cache, buf, cnt, offset);
+    return 0;
+}
+
+int pass_args(char *args)
+{
+    struct fa_kv kv[FA_MAX];
+    int n = fa_parse(args, kv, FA_MAX);
+    uint64_t size = 64ULL << 20;
+
+    for (int i = 0; i < n; i++) {
+        int taken = 0;
+
+        if (strcmp(kv[i].key, "size") == 0)
+            taken = fa_number(&kv[i], BC_BLOCK, 1ULL << 40, &size) ? -1 : 1;
+        else if (bc_filter.arg)
+            taken = bc_filter.arg(&kv[i]);
+        if (taken < 0)
+            return -1;
+        if (taken == 0)
+            return fa_fail("unknown argument '%s' (%s takes: %s)", kv[i].key, bc_filter.name,
+                           bc_filter.takes);
+    }
+    if (n >= 0 && bc_init(&cache, size))
+        return fa_fail("out of memory");
+    return n;
+}
+
+char *get_name(void)
+{
+    return (char *)bc_filter.name;
+}
+
+int iostack_stats(char *out, size_t outlen)
+{
+    int n;
+
+    pthread_mutex_lock(&cache.mu);
+    n = snprintf(out, outlen,
+                 "hits=%llu misses=%llu inserts=%llu evictions=%llu invalidations=%llu "
+                 "used=%zu capacity=%zu ",
+                 (unsigned long long)cache.hits, (unsigned long long)cache.misses,
+                 (unsigned long long)cache.inserts, (unsigned long long)cache.evictions,
+                 (unsigned long long)cache.invalidations, cache.used, cache.capacity);
+    if (n >= 0 && (size_t)n < outlen)
+        n = bc_filter.stats(out + n, outlen - (size_t)n);
+    pthread_mutex_unlock(&cache.mu);
+    return n < 0 ? -1 : 0;
+}
+
+void iostack_release(void)
+{
+    bc_destroy(&cache);
 }

@@ -5,15 +5,9 @@
  *
  * Caches 4 KiB blocks compressed with zlib at `level`, within `size` bytes
  * of memory (payloads plus bookkeeping), evicting the least recently used.
- * Aligned reads whose blocks are all cached are answered in pre_read; other
- * reads fill the cache on the way up. Writes replace the blocks they cover
- * fully and drop the ones they touch in part, so the cache never serves
- * stale data. Blocks that do not compress are kept as they are.
- *
- * Not iostack_thread_safe: a read that reached the device before a
- * concurrent write landed would fill the cache with the old bytes after the
- * write had updated it (a filter cannot see the device write complete), so
- * the stack runs one request at a time when a cache is present.
+ * Blocks that do not compress are kept as they are. The entry points and
+ * the cache itself are blockcache.c's (see blockcache.h); this file says
+ * what a cached block holds.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,15 +15,12 @@
 #include <zlib.h>
 
 #include "blockcache.h"
-#include "common.h"
-#include "iostack_filter.h"
 
 struct zblock {
     uint32_t len; /* == BC_BLOCK: stored uncompressed */
     unsigned char data[];
 };
 
-static struct blockcache cache;
 static int level = 1;
 static uint64_t stored_bytes; /* sum of payload lengths, for the ratio */
 
@@ -73,64 +64,24 @@ static size_t release(void *payload)
     return freed;
 }
 
-static const struct bc_ops ops = {make, load, release};
-
-void write_xform(void *buf, unsigned long cnt, unsigned long offset, bool *doWrite)
+static int arg(const struct fa_kv *kv)
 {
-    bc_write(&cache, buf, cnt, offset);
-    *doWrite = true;
+    uint64_t v;
+
+    if (strcmp(kv->key, "level") != 0)
+        return 0;
+    if (fa_number(kv, 1, 9, &v))
+        return -1;
+    level = (int)v;
+    return 1;
 }
 
-void read_xform(void *buf, unsigned long cnt, unsigned long offset)
+static int stats(char *out, size_t outlen)
 {
-    bc_fill(&cache, buf, cnt, offset);
+    return snprintf(out, outlen, "stored_bytes=%llu", (unsigned long long)stored_bytes);
 }
 
-int pre_read(void *buf, unsigned long cnt, unsigned long int offset, unsigned int fdesc,
-             bool *doRead)
-{
-    (void)fdesc;
-    *doRead = !bc_read(&cache, buf, cnt, offset);
-    return 0;
-}
-
-int pass_args(char *args)
-{
-    struct fa_kv kv[FA_MAX];
-    int n = fa_parse(args, kv, FA_MAX);
-    uint64_t size = 64ULL << 20, v;
-
-    for (int i = 0; i < n; i++) {
-        if (strcmp(kv[i].key, "size") == 0) {
-            if (fa_number(&kv[i], BC_BLOCK, 1ULL << 40, &size))
-                return -1;
-        } else if (strcmp(kv[i].key, "level") == 0) {
-            if (fa_number(&kv[i], 1, 9, &v))
-                return -1;
-            level = (int)v;
-        } else {
-            return fa_fail("unknown argument '%s' (ccache takes: size, level)", kv[i].key);
-        }
-    }
-    if (n >= 0 && bc_init(&cache, &ops, size))
-        return fa_fail("out of memory");
-    return n;
-}
-
-char *get_name(void)
-{
-    return "ccache";
-}
-
-int iostack_stats(char *out, size_t outlen)
-{
-    char extra[64];
-
-    snprintf(extra, sizeof extra, "stored_bytes=%llu", (unsigned long long)stored_bytes);
-    return bc_stats(&cache, out, outlen, extra);
-}
-
-void iostack_release(void)
-{
-    bc_destroy(&cache);
-}
+const struct bc_filter bc_filter = {
+    .name = "ccache", .takes = "size, level",
+    .make = make, .load = load, .release = release, .arg = arg, .stats = stats,
+};

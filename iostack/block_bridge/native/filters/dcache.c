@@ -6,12 +6,9 @@
  * Like ccache, but identical 4 KiB blocks are stored once: each cached
  * block refers, by SHA-256 of its content, to a shared chunk with a
  * reference count. The cap counts each unique chunk once; a chunk is freed
- * when the last block referring to it is evicted or overwritten.
- *
- * Not iostack_thread_safe: a read that reached the device before a
- * concurrent write landed would fill the cache with the old bytes after the
- * write had updated it (a filter cannot see the device write complete), so
- * the stack runs one request at a time when a cache is present.
+ * when the last block referring to it is evicted or overwritten. The entry
+ * points and the cache itself are blockcache.c's (see blockcache.h); this
+ * file says what a cached block holds.
  */
 #include <openssl/sha.h>
 #include <stdio.h>
@@ -19,8 +16,6 @@
 #include <string.h>
 
 #include "blockcache.h"
-#include "common.h"
-#include "iostack_filter.h"
 
 #define CHUNK_BUCKETS 4096
 
@@ -31,8 +26,8 @@ struct chunk {
     unsigned char data[BC_BLOCK];
 };
 
-static struct blockcache cache;
-static struct chunk *chunks[CHUNK_BUCKETS]; /* guarded by cache.mu (ops run under it) */
+/* Guarded by the block cache's lock, like every bc_filter callback. */
+static struct chunk *chunks[CHUNK_BUCKETS];
 static uint64_t unique_chunks, shared_refs;
 
 static struct chunk **find(const unsigned char *digest)
@@ -91,59 +86,13 @@ static size_t release(void *payload)
     return sizeof *c;
 }
 
-static const struct bc_ops ops = {make, load, release};
-
-void write_xform(void *buf, unsigned long cnt, unsigned long offset, bool *doWrite)
+static int stats(char *out, size_t outlen)
 {
-    bc_write(&cache, buf, cnt, offset);
-    *doWrite = true;
+    return snprintf(out, outlen, "unique_chunks=%llu shared_refs=%llu",
+                    (unsigned long long)unique_chunks, (unsigned long long)shared_refs);
 }
 
-void read_xform(void *buf, unsigned long cnt, unsigned long offset)
-{
-    bc_fill(&cache, buf, cnt, offset);
-}
-
-int pre_read(void *buf, unsigned long cnt, unsigned long int offset, unsigned int fdesc,
-             bool *doRead)
-{
-    (void)fdesc;
-    *doRead = !bc_read(&cache, buf, cnt, offset);
-    return 0;
-}
-
-int pass_args(char *args)
-{
-    struct fa_kv kv[FA_MAX];
-    int n = fa_parse(args, kv, FA_MAX);
-    uint64_t size = 64ULL << 20;
-
-    for (int i = 0; i < n; i++) {
-        if (strcmp(kv[i].key, "size") != 0)
-            return fa_fail("unknown argument '%s' (dcache takes: size)", kv[i].key);
-        if (fa_number(&kv[i], BC_BLOCK, 1ULL << 40, &size))
-            return -1;
-    }
-    if (n >= 0 && bc_init(&cache, &ops, size))
-        return fa_fail("out of memory");
-    return n;
-}
-
-char *get_name(void)
-{
-    return "dcache";
-}
-
-int iostack_stats(char *out, size_t outlen)
-{
-    char extra[80];
-
-    snprintf(extra, sizeof extra, "unique_chunks=%llu shared_refs=%llu",
-             (unsigned long long)unique_chunks, (unsigned long long)shared_refs);
-    return bc_stats(&cache, out, outlen, extra);
-}
-
-void iostack_release(void)
-{
-    bc_destroy(&cache);
-}
+const struct bc_filter bc_filter = {
+    .name = "dcache", .takes = "size",
+    .make = make, .load = load, .release = release, .stats = stats,
+};
