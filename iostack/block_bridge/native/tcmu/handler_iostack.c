@@ -189,45 +189,48 @@ static void iostack_close_dev(struct tcmu_device *dev)
     free(vol);
 }
 
-/* The stack wants one buffer; iovecs with several entries use a bounce buffer. */
-static int iostack_read_cmd(struct tcmu_device *dev, struct tcmur_cmd *cmd, struct iovec *iov,
-                            size_t iov_cnt, size_t length, off_t offset)
+/* The stack wants one buffer; iovecs with several entries go through a
+ * bounce buffer (filled from them for a write, copied into them after a read). */
+static int transfer(struct tcmu_device *dev, struct iovec *iov, size_t iov_cnt, size_t length,
+                    off_t offset, bool write)
 {
     struct volume *vol = tcmur_dev_get_private(dev);
-    void *buf = iov_cnt == 1 ? iov[0].iov_base : malloc(length);
+    bool bounce = iov_cnt != 1;
+    void *buf = bounce ? malloc(length) : iov[0].iov_base;
     int rc;
-    (void)cmd;
 
     if (!buf)
         return TCMU_STS_NO_RESOURCE;
-    rc = iostack_read(vol->stack, buf, length, (uint64_t)offset);
-    if (!rc && iov_cnt != 1)
-        tcmu_memcpy_into_iovec(iov, iov_cnt, buf, length);
-    if (iov_cnt != 1)
+    if (write) {
+        if (bounce)
+            tcmu_memcpy_from_iovec(buf, length, iov, iov_cnt);
+        rc = iostack_write(vol->stack, buf, length, (uint64_t)offset);
+    } else {
+        rc = iostack_read(vol->stack, buf, length, (uint64_t)offset);
+        if (!rc && bounce)
+            tcmu_memcpy_into_iovec(iov, iov_cnt, buf, length);
+    }
+    if (bounce)
         free(buf);
-    if (rc)
-        tcmu_dev_err(dev, "read %zu at %lld: %s\n", length, (long long)offset, strerror(-rc));
-    return rc ? TCMU_STS_RD_ERR : TCMU_STS_OK;
+    if (!rc)
+        return TCMU_STS_OK;
+    tcmu_dev_err(dev, "%s %zu at %lld: %s\n", write ? "write" : "read", length,
+                 (long long)offset, strerror(-rc));
+    return write ? TCMU_STS_WR_ERR : TCMU_STS_RD_ERR;
+}
+
+static int iostack_read_cmd(struct tcmu_device *dev, struct tcmur_cmd *cmd, struct iovec *iov,
+                            size_t iov_cnt, size_t length, off_t offset)
+{
+    (void)cmd;
+    return transfer(dev, iov, iov_cnt, length, offset, false);
 }
 
 static int iostack_write_cmd(struct tcmu_device *dev, struct tcmur_cmd *cmd, struct iovec *iov,
                              size_t iov_cnt, size_t length, off_t offset)
 {
-    struct volume *vol = tcmur_dev_get_private(dev);
-    void *buf = iov_cnt == 1 ? iov[0].iov_base : malloc(length);
-    int rc;
     (void)cmd;
-
-    if (!buf)
-        return TCMU_STS_NO_RESOURCE;
-    if (iov_cnt != 1)
-        tcmu_memcpy_from_iovec(buf, length, iov, iov_cnt);
-    rc = iostack_write(vol->stack, buf, length, (uint64_t)offset);
-    if (iov_cnt != 1)
-        free(buf);
-    if (rc)
-        tcmu_dev_err(dev, "write %zu at %lld: %s\n", length, (long long)offset, strerror(-rc));
-    return rc ? TCMU_STS_WR_ERR : TCMU_STS_OK;
+    return transfer(dev, iov, iov_cnt, length, offset, true);
 }
 
 static int iostack_flush_cmd(struct tcmu_device *dev, struct tcmur_cmd *cmd)
