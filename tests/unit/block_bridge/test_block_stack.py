@@ -5,6 +5,7 @@ bare Konnector ABI."""
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 
 import pytest
@@ -39,6 +40,7 @@ def on_disk(path, offset: int, length: int) -> bytes:
         ("xor(key=256)", "must be a number in [0, 255]"),
         ("xor(colour=red)", "unknown argument 'colour' (xor takes: key)"),
         ("bitrev(x=1)", "bitrev takes no arguments"),
+        ("nop(a=1, b=2)", "nop takes no arguments, got 'a'"),
         ("nop(1)", "expected key=value"),
         ("iops(read=fast)", "read='fast' is not a number"),
         ("aes_xts", "aes_xts needs key=<hex>"),
@@ -46,6 +48,9 @@ def on_disk(path, offset: int, length: int) -> bytes:
         ("aes_xts(key=abc)", "64 (AES-128-XTS) or 128 (AES-256-XTS) hex digits"),
         ("prefetch>xor", "must be last (bottom)"),
         ("ccache(size=1)", "size='1' must be a number in [4096,"),
+        ("ccache(level=10)", "level='10' must be a number in [1, 9]"),
+        ("ccache(colour=red)", "unknown argument 'colour' (ccache takes: size, level)"),
+        ("dcache(level=1)", "unknown argument 'level' (dcache takes: size)"),
     ],
 )
 def test_bad_specs_are_rejected_with_the_reason(filter_dir, spec, message):
@@ -152,6 +157,29 @@ def test_bare_konnector_abi_filter_loads_unmodified(filter_dir, backing):
         assert stack.read(9, 100) == b"konnector"
         assert stack.alignment == 1
     assert on_disk(path, 100, 9) == xor(bitrev(b"konnector"), 1)
+
+
+ABI = {"write_xform", "read_xform", "pre_read", "pass_args", "get_name", "iostack_alignment",
+       "iostack_thread_safe", "iostack_reads_device", "iostack_last_error", "iostack_stats",
+       "iostack_release"}
+
+
+def test_shipped_filters_export_only_the_abi(native_build):
+    """The helpers linked into the filters (argument parsing, the cache index,
+    the byte-map loop) stay inside them: each .so exports entry points only,
+    xor and bitrev exactly the same ones they always had."""
+    exported = {}
+    for so in sorted((native_build / "filters").glob("*.so")):
+        symbols = subprocess.run(["nm", "-D", "--defined-only", str(so)], capture_output=True,
+                                 text=True, check=True).stdout
+        exported[so.stem] = {line.split()[-1] for line in symbols.splitlines()}
+    assert {"nop", "xor", "bitrev", "ccache", "dcache", "aes_xts"} <= set(exported)
+    for name, symbols in exported.items():
+        assert symbols <= ABI, f"{name}.so exports {sorted(symbols - ABI)}"
+        assert {"write_xform", "read_xform", "pass_args", "get_name"} <= symbols, name
+    assert exported["bitrev"] == {"write_xform", "read_xform", "pass_args", "get_name",
+                                  "iostack_last_error", "iostack_thread_safe"}
+    assert exported["xor"] == exported["bitrev"] | {"iostack_stats"}
 
 
 def test_filter_that_owns_the_write_stops_it(filter_dir, backing, tmp_path):
