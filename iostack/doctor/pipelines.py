@@ -341,7 +341,14 @@ def check(pipeline: Pipeline, proxies_select_on_object: bool = True) -> list[Fin
             f"list {name} in the pipeline explicitly, so the order you read is the one "
             "that runs"))
     if pipeline.kind == "proxy":
-        if not any(role in AUTH for role in pipeline.roles()):
+        roles = pipeline.roles()
+        if "iostack_cache" in roles and any(role in SWIFT_ENCRYPTION for role in roles):
+            findings.append(warning(
+                pipeline.where(), "the proxy cache sits above Swift's encryption: it keeps "
+                                  "objects as IOStack stored them, not encrypted by Swift",
+                "put iostack_cache's cache_dir on an encrypted volume, or use IOStack's "
+                "encryption filter for cached containers"))
+        if not any(role in AUTH for role in roles):
             findings.append(error(
                 pipeline.where(), "no auth middleware (tempauth or keystoneauth): IOStack "
                                   "acts only for requests Swift's auth authorizes",

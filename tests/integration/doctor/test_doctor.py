@@ -183,7 +183,9 @@ def test_swift_encryption_goes_below_iostack(broken):
         return edit
 
     proxy, obj = broken(encryption("proxy-server"))
-    assert errors(diagnose(proxy, obj)) == []
+    findings = diagnose(proxy, obj)
+    assert errors(findings) == []
+    assert any(f.level == "warning" and "not encrypted by Swift" in f.what for f in findings)
     proxy, obj = broken(encryption("iostack"))
     found = errors(diagnose(proxy, obj))
     assert {f.what.split(":")[0] for f in found} == {
@@ -258,6 +260,7 @@ def test_a_value_the_middleware_refuses(broken):
     def edit(confs):
         confs["proxy"]["filter:iostack_cache"]["validate"] = "sometimes"
         confs["object"]["filter:iostack_metrics"]["stage"] = "proxy"
+        confs["proxy"]["filter:iostack"]["key_file"] = "/nonexistent/root.key"
 
     proxy, obj = broken(edit)
     found = errors(diagnose(proxy, obj))
@@ -265,7 +268,9 @@ def test_a_value_the_middleware_refuses(broken):
         "stage = proxy in the object server's pipeline: its metrics would count as the "
         "proxies'",
         "the iostack_cache middleware refuses its config: iostack_cache: validate must be "
-        "none or head, got 'sometimes'"]
+        "none or head, got 'sometimes'",
+        "the iostack_proxy middleware refuses its config: key file /nonexistent/root.key "
+        "does not exist (create it with iostack.filters.keys.create_key_file)"]
 
 
 # -- services -----------------------------------------------------------------------------
