@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from swift_confs import pipeline, read_conf, set_pipeline, write_conf
 
 from iostack.aio.services import free_port, wait_until
 from iostack.doctor import Finding
@@ -30,19 +31,6 @@ from iostack.doctor.pipelines import READERS, find_configs
 pytestmark = pytest.mark.integration
 
 Edit = Callable[[dict[str, ConfigParser]], None]
-
-
-def read_conf(path: Path) -> ConfigParser:
-    conf = ConfigParser(interpolation=None)
-    conf.optionxform = str  # keys as written (tempauth's user_<account>_<user>)
-    conf.read(path)
-    return conf
-
-
-def write_conf(conf: ConfigParser, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        conf.write(f)
 
 
 @pytest.fixture
@@ -70,14 +58,6 @@ def only_error(findings: list[Finding], text: str) -> Finding:
     found = errors(findings)
     assert [text in f.what for f in found] == [True], found
     return found[0]
-
-
-def pipeline(conf: ConfigParser) -> list[str]:
-    return conf["pipeline:main"]["pipeline"].split()
-
-
-def set_pipeline(conf: ConfigParser, names: list[str]) -> None:
-    conf["pipeline:main"]["pipeline"] = " ".join(names)
 
 
 def set_in_readers(conf: ConfigParser, key: str, value: str) -> None:
