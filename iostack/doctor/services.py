@@ -4,7 +4,8 @@
   URL's credentials (wrong ones are told apart from an unreachable server);
   refuses a client without them (``redis_open_door``); holds the store's
   ``marker``, without which every write under a byte-changing policy is
-  refused (503, ``docs/datapath.md``).
+  refused (503, ``docs/datapath.md``); keeps its data across a restart
+  (``appendonly`` or save points; a warning otherwise).
 - **RabbitMQ** (each URL of ``iostack_metrics`` and ``iostack_qos``):
   accepts the URL's user on its vhost, and refuses ``guest``/``guest``
   (``amqp_open_door``).
@@ -69,9 +70,24 @@ def check_redis(use: ServiceUse, allow_unauthenticated: bool = False) -> list[Fi
         reason = redis_open_door(use.url)
         findings = [_open_door(where, reason, allow_unauthenticated, lock) if reason
                     else ok(where, "answers with the URL's password only")]
-        return findings + _marker(where, client, KeySpace(use.key_prefix))
+        return findings + _marker(where, client, KeySpace(use.key_prefix)) + _persistence(
+            where, client)
     finally:
         client.close()
+
+
+def _persistence(where: str, client: redis.Redis) -> list[Finding]:
+    try:
+        config = client.config_get("appendonly") | client.config_get("save")
+    except redis.ResponseError:  # CONFIG denied to this user: a managed Redis
+        return [ok(where, "persistence not checked (CONFIG GET refused)")]
+    if config.get("appendonly") != "yes" and not config.get("save"):
+        return [warning(
+            where, "Redis keeps nothing across a restart (appendonly no, no save points): "
+                   "after one, writes under byte-changing policies fail until the controller "
+                   "restores its journal",
+            "set appendonly yes (or save points) in redis.conf")]
+    return [ok(where, "persistent (appendonly or save points)")]
 
 
 def _marker(where: str, client: redis.Redis, keys: KeySpace) -> list[Finding]:

@@ -88,6 +88,7 @@ def test_the_all_in_one_has_no_error_and_the_controller_hears_its_proxy(aio, swi
     def check() -> bool:
         findings = diagnose(proxies, objects, aio["controller_url"], aio["admin_token"])
         assert errors(findings) == []
+        assert not any("keeps nothing across a restart" in f.what for f in findings)
         heard[:] = [f for f in findings if f.level == "ok" and "hears metrics from" in f.what]
         return bool(heard)
 
@@ -274,6 +275,8 @@ def test_a_redis_anyone_can_use(broken, redis_server):
     findings = diagnose(proxy, obj)
     assert {f.what for f in errors(findings)} >= {
         "anyone who reaches it can use it: the URL has no password"}
+    assert any(f.level == "warning" and "keeps nothing across a restart" in f.what
+               for f in findings)  # the fixture's Redis: save "", no appendonly
     allowed = diagnose(proxy, obj, allow_unauthenticated=True)
     assert not any("anyone who reaches it" in f.what for f in errors(allowed))
     assert any("allowed by --allow-unauthenticated-services" in f.what
