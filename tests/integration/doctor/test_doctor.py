@@ -129,25 +129,24 @@ def test_a_missing_proxy_middleware(broken):
     assert all(f.fix for f in findings if f.level != "ok")
 
 
-def test_enforcement_above_copy_and_large_objects(broken):
-    def move(confs):
-        names = [n for n in pipeline(confs["proxy"]) if n != "iostack"]
-        names.insert(names.index("copy"), "iostack")
-        set_pipeline(confs["proxy"], names)
+def moved(kind: str, name: str, above: str) -> Edit:
+    """An edit that moves ``name`` right above ``above`` in the ``kind`` server's pipeline."""
+    def edit(confs: dict[str, ConfigParser]) -> None:
+        names = [n for n in pipeline(confs[kind]) if n != name]
+        names.insert(names.index(above), name)
+        set_pipeline(confs[kind], names)
+    return edit
 
-    proxy, obj = broken(move)
+
+def test_enforcement_above_copy_and_large_objects(broken):
+    proxy, obj = broken(moved("proxy", "iostack", above="copy"))
     found = only_error(diagnose(proxy, obj), "iostack sits above copy, slo, dlo, "
                                              "versioned_writes, symlink")
     assert "move iostack below" in found.fix
 
 
 def test_metrics_below_auth(broken):
-    def move(confs):
-        names = [n for n in pipeline(confs["proxy"]) if n != "iostack_metrics"]
-        names.insert(names.index("tempauth"), "iostack_metrics")
-        set_pipeline(confs["proxy"], names)
-
-    proxy, obj = broken(move)
+    proxy, obj = broken(moved("proxy", "iostack_metrics", above="tempauth"))
     only_error(diagnose(proxy, obj), "iostack_metrics sits above tempauth")
 
 
@@ -175,12 +174,7 @@ def test_swift_encryption_goes_below_iostack(broken):
 
 
 def test_selection_below_storlets_and_iostack_on_the_object_server(broken):
-    def move(confs):
-        names = [n for n in pipeline(confs["object"]) if n != "iostack_select"]
-        names.insert(names.index("object-server"), "iostack_select")
-        set_pipeline(confs["object"], names)
-
-    proxy, obj = broken(move)
+    proxy, obj = broken(moved("object", "iostack_select", above="object-server"))
     assert {f.what.split(":")[0] for f in errors(diagnose(proxy, obj))} == {
         "storlet_handler sits above iostack_select", "iostack sits above iostack_select"}
 
