@@ -60,8 +60,11 @@ def _print(findings: list[Finding]) -> None:
         print(f"         {finding.what}")
         if finding.fix:
             print(f"         fix: {finding.fix}")
-    print(f"\n{counts['error']} errors, {counts['warning']} warnings, "
-          f"{counts['ok']} checks passed")
+    def count(level: str, noun: str) -> str:
+        return f"{counts[level]} {noun}{'' if counts[level] == 1 else 's'}"
+
+    print(f"\n{count('error', 'error')}, {count('warning', 'warning')}, "
+          f"{count('ok', 'check')} passed")
 
 
 def run(args: argparse.Namespace) -> int:

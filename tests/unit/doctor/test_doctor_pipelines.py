@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from iostack.cli import main
 from iostack.doctor import pipelines
 
 PROXY = """\
@@ -115,3 +116,8 @@ def test_configs_that_cannot_be_checked(tmp_path, text, kind, message):
     path = str(tmp_path / "missing.conf") if text is None else write(tmp_path, text)
     with pytest.raises(pipelines.ConfigLoadError, match=message.replace("[", r"\[")):
         pipelines.load(path, kind)
+
+
+def test_nothing_to_check_exits_2(tmp_path, capsys):
+    assert main(["doctor", "--swift-dir", str(tmp_path)]) == 2
+    assert f"no proxy-server or object-server config under {tmp_path}" in capsys.readouterr().err
