@@ -16,6 +16,7 @@ COMMAND_MODULES = (
     "iostack.controller.cli",
     "iostack.storlet_runtime.cli",
     "iostack.block_bridge.cli",
+    "iostack.doctor.cli",
 )
 
 

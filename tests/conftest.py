@@ -12,7 +12,8 @@ servers; ``shared_redis_url`` is that Redis for tests that need only Redis
 ``aio.json`` as a dict; ``swift_for(tenant)`` connects to it as a tenant;
 ``policies`` adds policies through its controller and removes them after the test;
 ``stored`` and ``overwrite_stored`` read and replace bytes as the object servers hold them;
-``no_chmod`` checks that files are private from their creation.
+``no_chmod`` checks that files are private from their creation;
+``redis_server`` starts a Redis configured by the test (say, without a password).
 ``private_stack`` starts a second stack for one test module (with the module's
 ``PRIVATE_STACK_ARGS``; ``--redis-url``/``--amqp-url`` there replace the
 shared ones, an empty one gives the stack a private server of its own) and
@@ -24,16 +25,19 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 import swiftclient
 from swift.common import direct_client, utils
 from swift.common.ring import Ring
 
+from iostack.aio.services import free_port, wait_until
 from iostack.aio.session import (
     SharedServices,
     StackStartError,
@@ -70,6 +74,38 @@ def no_chmod(monkeypatch) -> Iterator[None]:
     old = os.umask(0)
     yield
     os.umask(old)
+
+
+@pytest.fixture
+def redis_server(tmp_path) -> Iterator[Callable[..., str]]:
+    """``start(*config_lines)``: a redis-server on a free loopback port; its URL without
+    credentials. Stopped after the test."""
+    started: list[subprocess.Popen] = []
+
+    def start(*lines: str) -> str:
+        port = free_port()
+        conf = tmp_path / f"redis-{port}.conf"
+        conf.write_text("\n".join([f"port {port}", "bind 127.0.0.1", 'save ""',
+                                   f"dir {tmp_path}", *lines, ""]))
+        started.append(subprocess.Popen([shutil.which("redis-server"), str(conf)],  # noqa: S603
+                                        stdout=subprocess.DEVNULL))
+        url = f"redis://127.0.0.1:{port}/0"
+        assert wait_until(lambda: _pingable(url), 10), "redis-server did not start"
+        return url
+
+    yield start
+    for proc in started:
+        proc.terminate()
+        proc.wait(10)
+
+
+def _pingable(url: str) -> bool:
+    try:
+        return bool(redis.Redis.from_url(url, socket_timeout=1).ping())
+    except redis.AuthenticationError:
+        return True  # up, and asking for credentials
+    except (redis.RedisError, OSError):
+        return False
 
 
 @pytest.fixture(scope="session")

@@ -12,54 +12,18 @@ import base64
 import hashlib
 import json
 import os
-import shutil
-import subprocess
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pika
 import pytest
-import redis
 
 from iostack.aio.config import AioConfig
 from iostack.aio.processes import ProcessManager
-from iostack.aio.services import ServiceError, Services, free_port, wait_until
+from iostack.aio.services import ServiceError, Services
 from iostack.aio.session import aio_command, free_port_args
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def redis_server(tmp_path) -> Iterator:
-    """``start(*config_lines)``: a redis-server on a free loopback port; its URL without
-    credentials. Stopped after the test."""
-    started: list[subprocess.Popen] = []
-
-    def start(*lines: str) -> str:
-        port = free_port()
-        conf = tmp_path / f"redis-{port}.conf"
-        conf.write_text("\n".join([f"port {port}", "bind 127.0.0.1", 'save ""',
-                                   f"dir {tmp_path}", *lines, ""]))
-        started.append(subprocess.Popen([shutil.which("redis-server"), str(conf)],  # noqa: S603
-                                        stdout=subprocess.DEVNULL))
-        url = f"redis://127.0.0.1:{port}/0"
-        assert wait_until(lambda: _pingable(url), 10), "redis-server did not start"
-        return url
-
-    yield start
-    for proc in started:
-        proc.terminate()
-        proc.wait(10)
-
-
-def _pingable(url: str) -> bool:
-    try:
-        return bool(redis.Redis.from_url(url, socket_timeout=1).ping())
-    except redis.AuthenticationError:
-        return True  # up, and asking for credentials
-    except (redis.RedisError, OSError):
-        return False
 
 
 def stat_mode(path: Path) -> int:

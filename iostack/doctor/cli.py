@@ -1,0 +1,112 @@
+"""``iostack doctor``: check a Swift cluster's IOStack installation and say how to fix it.
+
+    iostack doctor --swift-dir /etc/swift --controller http://ctl:9090 --token TOKEN
+    iostack doctor --proxy-conf node1/proxy-server.conf --proxy-conf node2/proxy-server.conf \\
+                   --object-conf node3/object-server/1.conf --json
+
+Without ``--proxy-conf``/``--object-conf`` it checks the configs ``swift-init``
+would use under ``--swift-dir`` (``proxy-server*.conf``, ``object-server*``
+files and ``.conf.d`` directories). Exit status: 0 no error (warnings may
+remain), 1 at least one error, 2 nothing to check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from iostack.doctor import LEVELS, Finding, error, pipelines, services
+
+NOTHING = 2
+
+
+def _load(paths: list[str], kind: str) -> tuple[list[pipelines.Pipeline], list[Finding]]:
+    loaded, findings = [], []
+    for path in paths:
+        try:
+            loaded.append(pipelines.load(path, kind))
+        except pipelines.ConfigLoadError as exc:
+            findings.append(error(path, str(exc), f"give a valid {kind}-server config"))
+    return loaded, findings
+
+
+def diagnose(proxy_confs: list[str], object_confs: list[str], controller: str | None = None,
+             token: str | None = None, allow_unauthenticated: bool = False) -> list[Finding]:
+    """Every finding about these configs and the services they name."""
+    proxies, findings = _load(proxy_confs, "proxy")
+    objects, more = _load(object_confs, "object")
+    findings += more
+    asks_objects = pipelines.select_on_object(proxies)
+    for pipeline in proxies + objects:
+        findings += pipelines.check(pipeline, asks_objects)
+    findings += pipelines.check_together(proxies, objects)
+    stores, brokers = pipelines.services(proxies + objects)
+    for store in stores:
+        findings += services.check_redis(store, allow_unauthenticated)
+    for broker in brokers:
+        findings += services.check_amqp(broker, allow_unauthenticated)
+    if controller:
+        findings += services.check_controller(controller, token,
+                                              pipelines.metric_sources(proxies))
+    return findings
+
+
+def _print(findings: list[Finding]) -> None:
+    counts = {level: sum(f.level == level for f in findings) for level in LEVELS}
+    for finding in sorted(findings, key=lambda f: LEVELS.index(f.level)):
+        print(f"{finding.level.upper():8} {finding.where}")
+        print(f"         {finding.what}")
+        if finding.fix:
+            print(f"         fix: {finding.fix}")
+    def count(level: str, noun: str) -> str:
+        return f"{counts[level]} {noun}{'' if counts[level] == 1 else 's'}"
+
+    print(f"\n{count('error', 'error')}, {count('warning', 'warning')}, "
+          f"{count('ok', 'check')} passed")
+
+
+def run(args: argparse.Namespace) -> int:
+    proxy_confs = args.proxy_conf or []
+    object_confs = args.object_conf or []
+    if not proxy_confs and not object_confs:
+        proxy_confs = pipelines.find_configs(args.swift_dir, "proxy")
+        object_confs = pipelines.find_configs(args.swift_dir, "object")
+    if not proxy_confs and not object_confs:
+        print(f"iostack doctor: no proxy-server or object-server config under "
+              f"{args.swift_dir} (give --swift-dir, --proxy-conf or --object-conf)",
+              file=sys.stderr)
+        return NOTHING
+    controller = args.controller or os.environ.get("IOSTACK_URL")
+    token = args.token or os.environ.get("IOSTACK_TOKEN")
+    findings = diagnose(proxy_confs, object_confs, controller, token,
+                        args.allow_unauthenticated_services)
+    if args.json:
+        print(json.dumps([f.to_json() for f in findings], indent=2))
+    else:
+        if not controller:
+            print("(controller not checked: give --controller URL --token TOKEN)\n")
+        _print(findings)
+    return 1 if any(f.level == "error" for f in findings) else 0
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "doctor", help="check Swift configs and services for IOStack; say how to fix them",
+        description=__doc__.split("\n\n")[0])
+    parser.add_argument("--swift-dir", default="/etc/swift",
+                        help="where the Swift configs are (default /etc/swift)")
+    parser.add_argument("--proxy-conf", action="append", metavar="PATH",
+                        help="a proxy-server config file or .conf.d directory (repeatable; "
+                             "instead of searching --swift-dir)")
+    parser.add_argument("--object-conf", action="append", metavar="PATH",
+                        help="an object-server config file or .conf.d directory (repeatable)")
+    parser.add_argument("--controller", metavar="URL",
+                        help="the controller's URL (env IOSTACK_URL)")
+    parser.add_argument("--token", help="an admin token of the controller (env IOSTACK_TOKEN)")
+    parser.add_argument("--allow-unauthenticated-services", action="store_true",
+                        help="report a Redis or RabbitMQ anyone can use as a warning, "
+                             "not an error")
+    parser.add_argument("--json", action="store_true", help="print the findings as JSON")
+    parser.set_defaults(func=run)
