@@ -50,7 +50,7 @@ from common import (
 
 from iostack.aio.processes import ProcessManager
 from iostack.aio.services import wait_until
-from iostack.filters.caching import CacheStore
+from iostack.swift_middleware.cache.store import CacheStore
 
 MIB = 1 << 20
 HEAD = 4 * MIB  # the caching filter's default head

@@ -38,14 +38,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import print_table, stack  # noqa: E402
 from iostack.controller.compiler import compile_policies  # noqa: E402
-from iostack.controller.keys import KeySpace  # noqa: E402
-from iostack.controller.reader import PolicyReader  # noqa: E402
 from iostack.controller.registry import Registries  # noqa: E402
-from iostack.controller.resolve import RequestInfo  # noqa: E402
 from iostack.controller.store import PolicyStore  # noqa: E402
 from iostack.dsl.checker import check  # noqa: E402
 from iostack.dsl.lexer import tokenize  # noqa: E402
 from iostack.dsl.parser import parse  # noqa: E402
+from iostack.policy.keys import KeySpace  # noqa: E402
+from iostack.policy.reader import PolicyReader  # noqa: E402
+from iostack.policy.resolve import RequestInfo  # noqa: E402
 
 TENANTS = 500
 

@@ -30,7 +30,7 @@ from swift.common import constraints, storage_policy, utils
 from swift.common.swob import Request
 
 from iostack.controller.client import ControllerClient
-from iostack.controller.reader import PolicyReader
+from iostack.policy.reader import PolicyReader
 
 
 def load_proxy(info: dict[str, Any]) -> Any:

@@ -41,9 +41,9 @@ from typing import Any
 
 import redis
 
-from iostack.controller.keys import KeySpace
 from iostack.controller.store import PolicyStore, in_force_rules
 from iostack.monitoring.aggregator import Interval
+from iostack.policy.keys import KeySpace
 
 LOG = logging.getLogger(__name__)
 

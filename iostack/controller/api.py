@@ -31,12 +31,12 @@ from werkzeug.exceptions import HTTPException
 
 from iostack.controller.auth import Authenticator, AuthError, Principal, request_token
 from iostack.controller.control_loop import ControlLoop
-from iostack.controller.keys import KeySpace
 from iostack.controller.openapi import openapi_document
-from iostack.controller.reader import PolicyStoreUnavailable
 from iostack.controller.registry import Registries, RegistryError
 from iostack.controller.store import PolicyStore
 from iostack.dsl.errors import DSLError
+from iostack.policy.keys import KeySpace
+from iostack.policy.reader import PolicyStoreUnavailable
 
 LOG = logging.getLogger(__name__)
 SECRET = "***"

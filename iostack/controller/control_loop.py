@@ -26,13 +26,13 @@ from typing import Any
 import redis
 
 from iostack.controller.actors import DEFAULT_HOLD, ActorManager
-from iostack.controller.keys import KeySpace
 from iostack.controller.qos import QosController
-from iostack.controller.reader import PolicyReader
 from iostack.controller.registry import Registries
 from iostack.controller.store import PolicyStore
 from iostack.monitoring.aggregator import Aggregator
 from iostack.monitoring.bus import Consumer, Publisher, metrics_exchange, qos_exchange
+from iostack.policy.keys import KeySpace
+from iostack.policy.reader import PolicyReader
 
 LOG = logging.getLogger(__name__)
 TICK = 0.1  # seconds between checks for intervals past their grace

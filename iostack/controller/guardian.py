@@ -1,7 +1,7 @@
 """The policy store's guardian: a journal of the namespace, and its restoration.
 
 The data path refuses writes when the policy store has no ``marker`` key
-(``iostack.controller.reader``): a flushed Redis, or one restarted without
+(``iostack.policy.reader``): a flushed Redis, or one restarted without
 persistence, holds no rules, and reading that as "no policy" would store
 tenants' objects unfiltered. The controller makes such a store whole again:
 
@@ -32,8 +32,8 @@ from typing import Any
 
 import redis
 
-from iostack.controller.keys import KeySpace
-from iostack.controller.registry import announce
+from iostack.policy.changes import announce
+from iostack.policy.keys import KeySpace
 
 LOG = logging.getLogger(__name__)
 JOURNAL_FILE = "policy-store.json"

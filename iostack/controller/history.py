@@ -34,8 +34,8 @@ from typing import Any
 
 import redis
 
-from iostack.controller.keys import KeySpace
 from iostack.controller.registry import RegistryError
+from iostack.policy.keys import KeySpace
 
 EVENTS_KEPT = 1000
 

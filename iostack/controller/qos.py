@@ -43,12 +43,12 @@ from typing import Any
 
 import redis
 
-from iostack.controller.keys import KeySpace
-from iostack.controller.resolve import RequestInfo, Resolution
 from iostack.filters.bandwidth import DIRECTIONS, scope_of
 from iostack.filters.registry import get_filter
 from iostack.monitoring.aggregator import Interval
 from iostack.monitoring.bus import Publisher
+from iostack.policy.keys import KeySpace
+from iostack.policy.resolve import RequestInfo, Resolution
 
 LOG = logging.getLogger(__name__)
 SATURATED = 0.8  # a worker using this much of its assignment is being shaped

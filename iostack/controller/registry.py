@@ -23,12 +23,13 @@ from typing import Any
 import redis
 
 from iostack.controller import builtins
-from iostack.controller.keys import KeySpace
 from iostack.dsl.checker import check_text
 from iostack.dsl.errors import DSLError
 from iostack.dsl.vocabulary import Metric, QosClass, Vocabulary
 from iostack.filters.metadata import FilterMetadata
 from iostack.filters.regex import RegexError, compile_regex
+from iostack.policy.changes import announce
+from iostack.policy.keys import KeySpace
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,63}$")
 
@@ -46,12 +47,6 @@ def check_name(kind: str, name: str) -> str:
         raise RegistryError(f"bad {kind} name {name!r}: letters, digits, '_', '.', '-' "
                             f"(starting with a letter), at most 64")
     return name
-
-
-def announce(pipe: redis.client.Pipeline, keys: KeySpace) -> None:
-    """Queue the version bump and the invalidation message (inside a MULTI)."""
-    pipe.incr(keys.version)
-    pipe.publish(keys.invalidate, "changed")
 
 
 class Registries:

@@ -32,12 +32,13 @@ from swift.common.swob import Request
 
 from iostack.controller.compiler import compile_policies
 from iostack.controller.history import PolicyHistory
-from iostack.controller.keys import KeySpace
-from iostack.controller.reader import PolicyReader
-from iostack.controller.registry import Registries, RegistryError, announce
-from iostack.controller.resolve import Level, Resolution, resolve_block
+from iostack.controller.registry import Registries, RegistryError
 from iostack.dsl.checker import check_text
-from iostack.swift_middleware.view import RequestView, view_for
+from iostack.policy.changes import announce
+from iostack.policy.keys import KeySpace
+from iostack.policy.reader import PolicyReader
+from iostack.policy.resolve import Level, Resolution, resolve_block
+from iostack.policy.view import RequestView, view_for
 
 MAX_RETRIES = 20
 
@@ -225,7 +226,7 @@ class PolicyStore:
     def explain(self, method: str, path: str, headers: dict[str, str] | None = None,
                 size: int | None = None) -> tuple[RequestView, Resolution]:
         """What the data path would run for a request: the same request view and the
-        same lookup and resolution code (``iostack.swift_middleware.view``).
+        same lookup and resolution code (``iostack.policy.view``).
 
         ``path`` is quoted as a client sends it. On GET and HEAD, ``size`` and the
         headers (``Content-Type``, ``X-Object-Meta-*``) stand for the stored object's

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from importlib.metadata import entry_points
 from types import SimpleNamespace
 from typing import Any
 
@@ -35,18 +36,18 @@ from swift.common.wsgi import PipelineWrapper, loadcontext
 from iostack.aio.services import redact
 from iostack.doctor import Finding, error, ok, warning
 from iostack.monitoring.bus import source_id
-from iostack.swift_middleware.policies import reader_settings
+from iostack.swift_middleware.shared_reader import reader_settings
 
-# IOStack's middlewares by the module of their filter_factory.
-IOSTACK_MODULES = {
-    "iostack.swift_middleware.proxy": "iostack_proxy",
-    "iostack.swift_middleware.cache": "iostack_cache",
-    "iostack.swift_middleware.qos": "iostack_qos",
-    "iostack.swift_middleware.select": "iostack_select",
-    "iostack.swift_middleware.object": "iostack_object",
-    "iostack.swift_middleware.select_on_object": "iostack_select_object",
-    "iostack.monitoring.middleware": "iostack_metrics",
-}
+
+def _iostack_modules() -> dict[str, str]:
+    """IOStack's middlewares by the module of their filter_factory, from the installed
+    paste entry points (a config may name the factory, ``paste.filter_factory = m:f``)."""
+    return {ep.value.split(":", 1)[0]: ep.name
+            for ep in entry_points(group="paste.filter_factory")
+            if ep.dist is not None and ep.dist.name == "iostack"}
+
+
+IOSTACK_MODULES = _iostack_modules()
 READERS = ("iostack_proxy", "iostack_qos", "iostack_select", "iostack_cache")  # read policies
 PUBLISHERS = ("iostack_metrics", "iostack_qos")  # talk to RabbitMQ
 PROXY_IOSTACK = ("iostack_metrics", "iostack_qos", "iostack_select", "iostack_proxy",

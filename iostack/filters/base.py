@@ -69,7 +69,7 @@ class Selection(Protocol):
     bytes that close a complete answer (an Arrow stream's end marker).
     ``content_type`` is the answer's. A ``random_access`` selection
     (``parquet_select``) does not read records: the data path reads the
-    object by ranges for it (``iostack.swift_middleware.selecting_parquet``).
+    object by ranges for it (``iostack.swift_middleware.select.parquet``).
     """
 
     skips_first_record: bool

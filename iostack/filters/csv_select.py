@@ -20,7 +20,7 @@ a header and the answer covers its start; in JSON Lines or Arrow the values
 are strings, named as in the header. Rows whose number of fields differs
 from the first line's are skipped. Invoked per request (``X-Iostack-Filter:
 csv_select`` and ``X-Iostack-Param-*`` headers, see
-``iostack.swift_middleware.select``) or by policy (``FOR CONTAINER t2/logs DO
+``iostack.swift_middleware.select.proxy``) or by policy (``FOR CONTAINER t2/logs DO
 SET CSV_SELECT WITH columns=user_id``); byte ranges select the records that
 start in them (``iostack.filters.records``), so Spark splits neither lose nor
 repeat a row.

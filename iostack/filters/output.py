@@ -17,7 +17,7 @@ A writer is made per request, for the last selection of a chain (the
 others hand CSV or JSON Lines to the next). Serialisation is vectorized
 (pyarrow; no Python per row) except for nested values in JSON Lines.
 Errors mid-stream stay detectable whatever the format: the data path frames
-or cuts the answer (``iostack.swift_middleware.select_frames``); an Arrow
+or cuts the answer (``iostack.swift_middleware.select.frames``); an Arrow
 stream cut short also lacks its end-of-stream marker.
 """
 

@@ -3,7 +3,7 @@
 Parquet is not a stream of records: its footer says where each row group's
 column chunks lie and what values they hold (min, max, null count). So this
 filter does not read the object; it plans what to read, and the data path
-(``iostack.swift_middleware.selecting_parquet``) fetches exactly that, by
+(``iostack.swift_middleware.select.parquet``) fetches exactly that, by
 byte ranges, on the object server that holds the object (``ON OBJECT``,
 the default) or through the proxy:
 

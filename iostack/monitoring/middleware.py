@@ -38,7 +38,7 @@ from swift.common.utils import split_path
 
 from iostack.monitoring.bus import PerWorker, Publisher, metrics_exchange, source_id
 from iostack.monitoring.counters import SCHEMA_VERSION, Key, Window
-from iostack.swift_middleware.view import view_for
+from iostack.policy.view import view_for
 
 LOG = logging.getLogger(__name__)
 STAGES = ("proxy", "object")

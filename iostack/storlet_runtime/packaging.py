@@ -9,7 +9,7 @@ stored in each tenant's ``storlet`` container like any other (``deploy``).
 ``storlet_headers`` turns "run filter F in mode M with these parameters"
 into the request headers of the Storlets API, for clients of that API (the
 IOStack middleware calls the gateway directly, see
-``iostack.swift_middleware.sandboxed``) (``X-Run-Storlet``, ``X-Storlet-Parameter-N``, and
+``iostack.swift_middleware.enforce.sandboxed``) (``X-Run-Storlet``, ``X-Storlet-Parameter-N``, and
 ``X-Storlet-Run-On-Proxy`` for the proxy stage). Storlets sends the output's
 metadata back as ``X-Object-Meta-Iostack-Sysmeta`` (encode: what to store in
 sysmeta) and ``X-Object-Meta-Iostack-Length`` (decode: the decoded length);

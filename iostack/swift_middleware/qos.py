@@ -46,11 +46,11 @@ from typing import Any
 import eventlet
 from swift.common.swob import Response
 
-from iostack.controller.reader import PolicyStoreUnavailable
 from iostack.filters.bandwidth import DIRECTIONS, scope_of
 from iostack.monitoring.bus import Consumer, PerWorker, qos_exchange, source_id
-from iostack.swift_middleware.policies import reader_settings, shared_reader
-from iostack.swift_middleware.view import RequestView, view_for
+from iostack.policy.reader import PolicyStoreUnavailable
+from iostack.policy.view import RequestView, view_for
+from iostack.swift_middleware.shared_reader import reader_settings, shared_reader
 
 LOG = logging.getLogger(__name__)
 

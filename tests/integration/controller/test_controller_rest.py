@@ -10,9 +10,9 @@ import pytest
 import redis
 
 from iostack.controller.client import ControllerClient, ControllerError
-from iostack.controller.keys import KeySpace
-from iostack.controller.reader import PolicyReader
-from iostack.controller.resolve import RequestInfo
+from iostack.policy.keys import KeySpace
+from iostack.policy.reader import PolicyReader
+from iostack.policy.resolve import RequestInfo
 
 pytestmark = pytest.mark.integration
 

@@ -32,10 +32,10 @@ from swift.common.utils import Timestamp
 
 from iostack.aio.processes import ProcessManager
 from iostack.aio.services import free_port, port_open, wait_until
-from iostack.controller.reader import PolicyReader
-from iostack.controller.resolve import RequestInfo
-from iostack.filters.caching import CacheStore
-from iostack.swift_middleware.cache_policy import caching_rules, entry_version
+from iostack.policy.reader import PolicyReader
+from iostack.policy.resolve import RequestInfo
+from iostack.swift_middleware.cache.policy import caching_rules, entry_version
+from iostack.swift_middleware.cache.store import CacheStore
 
 pytestmark = pytest.mark.integration
 

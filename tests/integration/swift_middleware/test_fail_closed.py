@@ -29,7 +29,7 @@ from swiftclient.exceptions import ClientException
 from iostack.aio.services import free_port, wait_until
 from iostack.aio.session import aio_command, free_port_args
 from iostack.controller.client import ControllerClient
-from iostack.swift_middleware.record import PIPELINE_HEADER
+from iostack.swift_middleware.enforce.record import PIPELINE_HEADER
 from tests.conftest import read_stored
 
 pytestmark = pytest.mark.integration

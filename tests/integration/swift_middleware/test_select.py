@@ -13,7 +13,7 @@ import requests
 from swift.common import direct_client, utils
 from swift.common.ring import Ring
 
-from iostack.swift_middleware.select_frames import (
+from iostack.swift_middleware.select.frames import (
     BACKEND_SELECTED_HEADER,
     FRAMES,
     SELECT_HEADER,

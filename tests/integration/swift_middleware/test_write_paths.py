@@ -25,7 +25,7 @@ from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from swiftclient.exceptions import ClientException
 
-from iostack.swift_middleware.record import PIPELINE_HEADER
+from iostack.swift_middleware.enforce.record import PIPELINE_HEADER
 
 pytestmark = pytest.mark.integration
 PIPELINE = PIPELINE_HEADER.lower()

@@ -15,11 +15,11 @@ from iostack.block_bridge.catalog import (
 )
 from iostack.block_bridge.groups import GroupError, StorageGroup, attach_spec
 from iostack.block_bridge.native_lib import StackError, validate
-from iostack.controller.resolve import Level, resolve_block
 from iostack.dsl.checker import check_text
 from iostack.dsl.errors import DSLError
 from iostack.dsl.vocabulary import Vocabulary, filter_domain
 from iostack.filters.metadata import FilterMetadata
+from iostack.policy.resolve import Level, resolve_block
 
 KEY = bytes(range(32)).hex()
 

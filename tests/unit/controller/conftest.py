@@ -11,11 +11,11 @@ import uuid
 import pytest
 import redis
 
-from iostack.controller.keys import KeySpace
 from iostack.controller.registry import Registries
 from iostack.controller.store import PolicyStore
 from iostack.filters.metadata import FilterMetadata, Param
 from iostack.filters.registry import builtin_metadata
+from iostack.policy.keys import KeySpace
 
 # A second compressor: same layout group as the library's compression.
 XCOMPRESS = FilterMetadata("xcompress", "another compressor", params=(Param("level", "int"),),
@@ -63,7 +63,7 @@ def store(redis_client, keys, registries) -> PolicyStore:
 
 @pytest.fixture
 def reader(redis_client, keys, shared_redis_url):
-    from iostack.controller.reader import PolicyReader
+    from iostack.policy.reader import PolicyReader
 
     instance = PolicyReader(shared_redis_url, prefix=keys.prefix)
     assert instance.wait_subscribed(5), "the reader did not subscribe to invalidations"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from iostack.controller.resolve import RequestInfo
+from iostack.policy.resolve import RequestInfo
 
 
 def count_commands(reader):
@@ -100,7 +100,7 @@ def test_a_cached_container_lookup_never_shadows_object_rules(store, reader):
 def test_a_store_without_its_marker_is_unavailable(store, reader, redis_client, keys):
     import pytest
 
-    from iostack.controller.reader import PolicyStoreUnavailable
+    from iostack.policy.reader import PolicyStoreUnavailable
 
     assert pipeline_of(reader) == []
     redis_client.delete(keys.marker)
@@ -112,7 +112,7 @@ def test_a_store_without_its_marker_is_unavailable(store, reader, redis_client, 
 def test_an_unreachable_store_is_unavailable(keys):
     import pytest
 
-    from iostack.controller.reader import PolicyReader, PolicyStoreUnavailable
+    from iostack.policy.reader import PolicyReader, PolicyStoreUnavailable
 
     reader = PolicyReader("redis://127.0.0.1:1/0", prefix=keys.prefix, subscribe=False)
     with pytest.raises(PolicyStoreUnavailable, match="cannot be read"):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from iostack.controller.builtins import OBJECT_TYPES
-from iostack.controller.resolve import Level, PipelineEntry, RequestInfo, order_pipeline, resolve
 from iostack.filters.metadata import FilterMetadata
+from iostack.policy.resolve import Level, PipelineEntry, RequestInfo, order_pipeline, resolve
 
 
 def rule(filter_, verb="set", seq=1, index=0, policy=None, **extra):

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from iostack.controller.resolve import RequestInfo, match_object_conds
 from iostack.dsl import DSLError, check_text, parse
+from iostack.policy.resolve import RequestInfo, match_object_conds
 
 LONG_NAME = "d" * 1000 + "/" + "7" * 22 + "!"  # 1024 characters
 

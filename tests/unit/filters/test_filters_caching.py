@@ -14,8 +14,8 @@ import pytest
 from filters_testlib import CountingSource, chunked
 
 from iostack.filters.base import BytesSource, read_all
-from iostack.filters.caching import CacheStore, HeadCachedSource
 from iostack.filters.errors import ConfigError
+from iostack.swift_middleware.cache.store import CacheStore, HeadCachedSource
 
 KIB = 1024
 
@@ -212,7 +212,7 @@ def test_concurrent_threads_never_see_wrong_bytes(tmp_path):
 WORKER = """
 import sys
 sys.path.insert(0, sys.argv[3])
-from iostack.filters.caching import CacheStore
+from iostack.swift_middleware.cache.store import CacheStore
 from test_filters_caching import churn
 errors = churn(CacheStore(sys.argv[1], 200 * 1024), int(sys.argv[2]), 150)
 print("\\n".join(errors))

@@ -11,7 +11,7 @@ from iostack.filters.base import FilterContext
 from iostack.filters.errors import FilterError, FilterUnavailable
 from iostack.filters.metadata import FilterMetadata
 from iostack.storlet_runtime.packaging import code_mismatch, filter_storlet
-from iostack.swift_middleware.sandboxed import (
+from iostack.swift_middleware.enforce.sandboxed import (
     CODE_KEY,
     SandboxedEncoder,
     SandboxedView,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from iostack.filters.base import FilterContext
-from iostack.swift_middleware.sandboxed import SandboxedView
+from iostack.swift_middleware.enforce.sandboxed import SandboxedView
 
 STORED = b"stored form " * 100
 DECODED = bytes(range(256)) * 4

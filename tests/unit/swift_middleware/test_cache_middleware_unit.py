@@ -10,12 +10,12 @@ import uuid
 import pytest
 import redis
 
-from iostack.controller.resolve import Level
-from iostack.filters.caching import CacheStore
-from iostack.swift_middleware.cache import cacheable_read, filter_factory
-from iostack.swift_middleware.cache_invalidation import REMEMBERED_PATHS, InvalidationBus
-from iostack.swift_middleware.cache_policy import caching_rules, entry_version, tenant_request
-from iostack.swift_middleware.cache_worker import CachedObject, WorkerCache, cached_headers
+from iostack.policy.resolve import Level
+from iostack.swift_middleware.cache.invalidation import REMEMBERED_PATHS, InvalidationBus
+from iostack.swift_middleware.cache.middleware import cacheable_read, filter_factory
+from iostack.swift_middleware.cache.policy import caching_rules, entry_version, tenant_request
+from iostack.swift_middleware.cache.store import CacheStore
+from iostack.swift_middleware.cache.worker import CachedObject, WorkerCache, cached_headers
 
 PATH = "/v1/AUTH_t1/c/o"
 

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from iostack.swift_middleware.select_frames import (
+from iostack.swift_middleware.select.engine import SelectError
+from iostack.swift_middleware.select.frames import (
     DATA,
     END,
     PADDING,
@@ -17,7 +18,6 @@ from iostack.swift_middleware.select_frames import (
     read_frames,
     select_request,
 )
-from iostack.swift_middleware.selecting import SelectError
 
 
 def cut(data: bytes, sizes: list[int]) -> list[bytes]:

@@ -26,7 +26,7 @@ the stored object's attributes, fetched with one HEAD sub-request only when
 a rule that concerns the request has such a condition.
 
 ``explain`` on the controller resolves the same ``RequestInfo`` with the
-same reader code (``iostack.controller.reader``), so what it shows is what
+same reader code (``iostack.policy.reader``), so what it shows is what
 runs here.
 """
 
@@ -42,10 +42,10 @@ from swift.common.swob import Request, wsgi_quote, wsgi_to_str
 from swift.common.utils import RESERVED_STR, split_path
 from swift.proxy.controllers.base import get_container_info
 
-from iostack.controller.reader import PolicyReader, PolicyStoreUnavailable
-from iostack.controller.resolve import Level, RequestInfo, Resolution, resolve
 from iostack.filters.metadata import FilterMetadata
 from iostack.filters.regex import RegexError
+from iostack.policy.reader import PolicyReader, PolicyStoreUnavailable
+from iostack.policy.resolve import Level, RequestInfo, Resolution, resolve
 
 ENV_KEY = "iostack.view"
 SUBREQUEST_SOURCE = "IOSTACK"

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from swift.common.swob import HTTPForbidden, HTTPOk, Request
 
-from iostack.controller.resolve import Level
 from iostack.filters.registry import builtin_metadata
 from iostack.monitoring.counters import Window
 from iostack.monitoring.middleware import MetricsMiddleware
-from iostack.swift_middleware.view import ENV_KEY, view_for
+from iostack.policy.resolve import Level
+from iostack.policy.view import ENV_KEY, view_for
 
 FILTERS = {m.name: m for m in builtin_metadata()}
 

@@ -29,7 +29,7 @@ import struct
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from iostack.swift_middleware.selecting import SelectError
+from iostack.swift_middleware.select.engine import SelectError
 
 SELECT_HEADER = "X-Backend-Iostack-Select"
 BACKEND_SELECTED_HEADER = "X-Backend-Iostack-Selected"

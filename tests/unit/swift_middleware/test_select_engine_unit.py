@@ -10,9 +10,9 @@ from swift.common.swob import Response
 from iostack.filters.base import FilterContext
 from iostack.filters.records import BLOCK_SIZE
 from iostack.filters.registry import get_filter
-from iostack.swift_middleware.select_frames import PADDING, frame, read_frames
-from iostack.swift_middleware.select_on_object import _framed
-from iostack.swift_middleware.selecting import Answer, SelectError, Selecting
+from iostack.swift_middleware.select.engine import Answer, SelectError, Selecting
+from iostack.swift_middleware.select.frames import PADDING, frame, read_frames
+from iostack.swift_middleware.select.object import _framed
 
 CONTEXT = FilterContext(account="AUTH_t1", container="logs", obj="a.log")
 PAD = frame(PADDING, b"\0" * 16)

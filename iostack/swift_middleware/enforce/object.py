@@ -46,9 +46,9 @@ from iostack.filters.base import FilterContext, KeyProvider
 from iostack.filters.errors import FilterError
 from iostack.filters.keys import KeyFileProvider
 from iostack.filters.registry import get_filter
-from iostack.swift_middleware.decode import decoded_response, is_filtered
-from iostack.swift_middleware.encode import READ_CHUNK, EncodingInput
-from iostack.swift_middleware.record import (
+from iostack.swift_middleware.enforce.decode import decoded_response, is_filtered
+from iostack.swift_middleware.enforce.encode import READ_CHUNK, EncodingInput
+from iostack.swift_middleware.enforce.record import (
     ETAG_HEADER,
     OBJECT_FILTERS_HEADER,
     OBJECT_LAYER,

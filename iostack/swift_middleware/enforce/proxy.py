@@ -24,7 +24,7 @@ Configuration (``[filter:iostack]`` in proxy-server.conf)::
 
 Stages: filters staged ``ON PROXY`` (the default) run here; those staged
 ``ON OBJECT`` are checked here and handed to the object servers' middleware
-(``iostack.swift_middleware.object``) in a backend header. Sandboxed filters
+(``iostack.swift_middleware.enforce.object``) in a backend header. Sandboxed filters
 (uploaded code, ``extra.runtime == "storlet"``) run in the tenant's Storlets
 sandbox, called from here on PUT and GET (``sandboxed``), in pipeline order
 among native ones; ``swift_dir`` locates the Storlets gateway config. On GET
@@ -53,17 +53,17 @@ from swift.common.swob import (
 )
 from swift.common.utils import get_logger, split_path
 
-from iostack.controller.reader import PolicyReader, PolicyStoreUnavailable
-from iostack.controller.resolve import PipelineEntry
 from iostack.filters.base import FilterContext, KeyProvider
 from iostack.filters.errors import FilterError
 from iostack.filters.keys import KeyFileProvider
 from iostack.filters.metadata import FilterMetadata
 from iostack.filters.registry import get_filter
-from iostack.swift_middleware.decode import decoded_response, is_filtered
-from iostack.swift_middleware.encode import EncodingInput, install_footers, install_record
-from iostack.swift_middleware.policies import reader_settings, shared_reader
-from iostack.swift_middleware.record import (
+from iostack.policy.reader import PolicyReader, PolicyStoreUnavailable
+from iostack.policy.resolve import PipelineEntry
+from iostack.policy.view import RequestView, view_for
+from iostack.swift_middleware.enforce.decode import decoded_response, is_filtered
+from iostack.swift_middleware.enforce.encode import EncodingInput, install_footers, install_record
+from iostack.swift_middleware.enforce.record import (
     ETAG_HEADER,
     OBJECT_FILTERS_HEADER,
     OBJECT_LAYER,
@@ -72,9 +72,9 @@ from iostack.swift_middleware.record import (
     TENANT_LAYER,
     AppliedFilter,
 )
-from iostack.swift_middleware.sandbox_on_object import STAGES as SANDBOXED_DECODE_STAGES
-from iostack.swift_middleware.sandboxed import SandboxedEncoder
-from iostack.swift_middleware.view import RequestView, view_for
+from iostack.swift_middleware.enforce.sandbox_object import STAGES as SANDBOXED_DECODE_STAGES
+from iostack.swift_middleware.enforce.sandboxed import SandboxedEncoder
+from iostack.swift_middleware.shared_reader import reader_settings, shared_reader
 
 LOG = logging.getLogger(__name__)
 

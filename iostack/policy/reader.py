@@ -38,10 +38,10 @@ from typing import Any
 
 import redis
 
-from iostack.controller.keys import DEFAULT_PREFIX, KeySpace
-from iostack.controller.resolve import Level, RequestInfo, Resolution, resolve
-from iostack.controller.subscription import Subscription
 from iostack.filters.metadata import FilterMetadata
+from iostack.policy.changes import Subscription
+from iostack.policy.keys import DEFAULT_PREFIX, KeySpace
+from iostack.policy.resolve import Level, RequestInfo, Resolution, resolve
 
 LOG = logging.getLogger(__name__)
 

@@ -1,13 +1,17 @@
-"""A Redis pub/sub subscription kept alive in a background thread.
+"""How a change to the policy store reaches every data-path cache.
 
-Data-path caches (the policy reader, the proxy cache) trust what they hold
-only while they are subscribed to their invalidation channel: a message
-missed while the connection was down could mean a stale answer. This class
-owns that loop once for all of them: it subscribes, calls ``on_subscribed``
-(whatever was cached before may have missed messages), delivers every
-message to ``on_message``, and on any loss calls ``on_lost``, then
-reconnects with exponential backoff (0.1 s up to 5 s). ``active`` says
-whether messages are flowing right now.
+The controller writes a change and ``announce``s it in the same MULTI: the
+``version`` key is bumped and ``changed`` is published on ``<prefix>invalidate``.
+
+The data path listens with a ``Subscription``, a Redis pub/sub subscription
+kept alive in a background thread. Data-path caches (the policy reader, the
+proxy cache) trust what they hold only while they are subscribed to their
+invalidation channel: a message missed while the connection was down could
+mean a stale answer. ``Subscription`` owns that loop once for all of them: it
+subscribes, calls ``on_subscribed`` (whatever was cached before may have
+missed messages), delivers every message to ``on_message``, and on any loss
+calls ``on_lost``, then reconnects with exponential backoff (0.1 s up to
+5 s). ``active`` says whether messages are flowing right now.
 """
 
 from __future__ import annotations
@@ -18,7 +22,15 @@ from collections.abc import Callable
 
 import redis
 
+from iostack.policy.keys import KeySpace
+
 LOG = logging.getLogger(__name__)
+
+
+def announce(pipe: redis.client.Pipeline, keys: KeySpace) -> None:
+    """Queue the version bump and the invalidation message (inside a MULTI)."""
+    pipe.incr(keys.version)
+    pipe.publish(keys.invalidate, "changed")
 
 
 class Subscription:

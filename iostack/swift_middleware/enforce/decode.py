@@ -27,10 +27,18 @@ from swift.common.utils import close_if_possible
 from iostack.filters.base import ByteSource, FilterContext
 from iostack.filters.errors import FilterError, IntegrityError
 from iostack.filters.registry import get_filter
-from iostack.swift_middleware.record import AppliedFilter, Layer, load_pipeline, original_size
-from iostack.swift_middleware.sandbox_on_object import MIN_STORED_BYTES, ObjectNodeSandboxedView
-from iostack.swift_middleware.sandboxed import SandboxedView, is_sandboxed
-from iostack.swift_middleware.source import SwiftObjectSource
+from iostack.swift_middleware.enforce.record import (
+    AppliedFilter,
+    Layer,
+    load_pipeline,
+    original_size,
+)
+from iostack.swift_middleware.enforce.sandbox_object import (
+    MIN_STORED_BYTES,
+    ObjectNodeSandboxedView,
+)
+from iostack.swift_middleware.enforce.sandboxed import SandboxedView, is_sandboxed
+from iostack.swift_middleware.enforce.source import SwiftObjectSource
 
 # Headers of the stored representation that must not reach the client as they are.
 _STORED_ONLY = ("Content-Length", "Content-Range", "Etag", "Accept-Ranges")

@@ -25,8 +25,8 @@ from iostack.filters.base import FilterContext
 from iostack.filters.errors import FilterError, ParamError
 from iostack.filters.parquet_select import ParquetLimits
 from iostack.filters.registry import get_filter
-from iostack.swift_middleware.selecting import Answer, SelectError
-from iostack.swift_middleware.selecting_parquet import ParquetSelecting
+from iostack.swift_middleware.select.engine import Answer, SelectError
+from iostack.swift_middleware.select.parquet import ParquetSelecting
 
 CONTEXT = FilterContext(account="AUTH_t1", container="data", obj="t.parquet")
 PATH = "/v1/AUTH_t1/data/t.parquet"

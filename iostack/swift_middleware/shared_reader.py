@@ -16,7 +16,7 @@ import os
 import threading
 from typing import Any
 
-from iostack.controller.reader import PolicyReader
+from iostack.policy.reader import PolicyReader
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 DEFAULT_PREFIX = "iostack:"

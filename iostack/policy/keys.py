@@ -31,7 +31,7 @@ key (after the prefix)                type     value
 ``invalidate``                        channel  pub/sub: the new version after each change
 ``cache:invalidate``                  channel  pub/sub: object paths written through a proxy
                                                (the proxy cache drops them; see
-                                               ``iostack.swift_middleware.cache_invalidation``)
+                                               ``iostack.swift_middleware.cache.invalidation``)
 ====================================  =======  ==========================================
 
 Levels are ``global`` (target ``*``), ``group``, ``tenant`` (an account),

@@ -36,8 +36,8 @@ from swift.common.utils import close_if_possible
 from iostack.filters.base import FilterContext, check_range
 from iostack.filters.errors import FilterError, IntegrityError
 from iostack.storlet_runtime.packaging import storlet_run_headers
-from iostack.swift_middleware.sandboxed import SandboxedView, exactly
-from iostack.swift_middleware.source import ObjectChanged, SwiftObjectSource
+from iostack.swift_middleware.enforce.sandboxed import SandboxedView, exactly
+from iostack.swift_middleware.enforce.source import ObjectChanged, SwiftObjectSource
 
 STAGES = ("object", "proxy")
 MIN_STORED_BYTES = 1 << 20

@@ -71,15 +71,15 @@ from swift.common.utils import close_if_possible
 from swift.common.wsgi import make_subrequest
 from swift.proxy.controllers.base import get_container_info
 
-from iostack.controller.reader import PolicyReader
-from iostack.filters.caching import HeadCachedSource
-from iostack.swift_middleware.cache_policy import CachingPolicy, caching_rules
-from iostack.swift_middleware.cache_worker import CachedObject, WorkerCache, cached_headers
-from iostack.swift_middleware.decode import ViewAppIter
-from iostack.swift_middleware.policies import reader_settings, shared_reader
-from iostack.swift_middleware.source import SWIFT_SOURCE as DECODER_SOURCE
-from iostack.swift_middleware.source import ObjectChanged, SwiftObjectSource
-from iostack.swift_middleware.view import view_for
+from iostack.policy.reader import PolicyReader
+from iostack.policy.view import view_for
+from iostack.swift_middleware.cache.policy import CachingPolicy, caching_rules
+from iostack.swift_middleware.cache.store import HeadCachedSource
+from iostack.swift_middleware.cache.worker import CachedObject, WorkerCache, cached_headers
+from iostack.swift_middleware.enforce.decode import ViewAppIter
+from iostack.swift_middleware.enforce.source import SWIFT_SOURCE as DECODER_SOURCE
+from iostack.swift_middleware.enforce.source import ObjectChanged, SwiftObjectSource
+from iostack.swift_middleware.shared_reader import reader_settings, shared_reader
 
 LOG = logging.getLogger(__name__)
 

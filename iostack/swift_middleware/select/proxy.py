@@ -52,7 +52,7 @@ Configuration (``[filter:iostack_select]``)::
     parquet_max_footer = 8388608 ...  # Parquet limits, see iostack.filters.parquet_select
 
 Parquet objects are read by ranges, not as records
-(``iostack.swift_middleware.selecting_parquet``); answers are CSV, JSON
+(``iostack.swift_middleware.select.parquet``); answers are CSV, JSON
 Lines or Arrow (the ``output`` parameter, ``iostack.filters.output``), with
 the matching ``Content-Type``.
 
@@ -77,14 +77,15 @@ from swift.common.swob import (
 from swift.common.utils import close_if_possible, config_true_value, split_path
 from swift.common.wsgi import make_subrequest
 
-from iostack.controller.reader import PolicyStoreUnavailable
 from iostack.filters.base import FilterContext, FilterSpec
 from iostack.filters.errors import FilterError, UnknownFilterError
 from iostack.filters.parquet_select import ParquetLimits
 from iostack.filters.records import prepend
 from iostack.filters.registry import filter_names, get_filter
-from iostack.swift_middleware.policies import reader_settings, shared_reader
-from iostack.swift_middleware.select_frames import (
+from iostack.policy.reader import PolicyStoreUnavailable
+from iostack.policy.view import RequestView, view_for
+from iostack.swift_middleware.select.engine import SelectError, closing, record_range
+from iostack.swift_middleware.select.frames import (
     BACKEND_SELECTED_HEADER,
     DECLINED_HEADER,
     FRAMES,
@@ -93,9 +94,8 @@ from iostack.swift_middleware.select_frames import (
     read_frames,
     select_request,
 )
-from iostack.swift_middleware.selecting import SelectError, closing, record_range
-from iostack.swift_middleware.selecting_parquet import selecting_for
-from iostack.swift_middleware.view import RequestView, view_for
+from iostack.swift_middleware.select.parquet import selecting_for
+from iostack.swift_middleware.shared_reader import reader_settings, shared_reader
 
 LOG = logging.getLogger(__name__)
 FILTER_HEADER = "X-Iostack-Filter"

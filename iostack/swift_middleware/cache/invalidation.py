@@ -32,8 +32,8 @@ from collections.abc import Callable
 
 import redis
 
-from iostack.controller.keys import KeySpace
-from iostack.controller.subscription import Subscription
+from iostack.policy.changes import Subscription
+from iostack.policy.keys import KeySpace
 
 LOG = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ from swift.common.swob import (
 
 from iostack.filters.base import Encoder
 from iostack.filters.errors import FilterError, FilterUnavailable
-from iostack.swift_middleware.record import (
+from iostack.swift_middleware.enforce.record import (
     ETAG_HEADER,
     PIPELINE_HEADER,
     SIZE_HEADER,

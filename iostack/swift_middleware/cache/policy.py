@@ -20,11 +20,11 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from iostack.controller.resolve import Level, RequestInfo, resolve
 from iostack.filters.caching import METADATA
 from iostack.filters.metadata import FilterMetadata
 from iostack.filters.registry import get_filter
-from iostack.swift_middleware.record import SIZE_HEADER
+from iostack.policy.resolve import Level, RequestInfo, resolve
+from iostack.swift_middleware.enforce.record import SIZE_HEADER
 
 
 def caching_rules(levels: list[Level]) -> list[dict[str, Any]]:

@@ -26,9 +26,9 @@ from eventlet import patcher
 from swift.common.utils import close_if_possible
 
 from iostack.filters.base import check_range
-from iostack.filters.caching import CachedHead, CacheFill, CacheStore
 from iostack.filters.errors import ConfigError
-from iostack.swift_middleware.cache_invalidation import InvalidationBus
+from iostack.swift_middleware.cache.invalidation import InvalidationBus
+from iostack.swift_middleware.cache.store import CachedHead, CacheFill, CacheStore
 
 LOG = logging.getLogger(__name__)
 

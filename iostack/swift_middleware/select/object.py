@@ -53,8 +53,9 @@ from iostack.filters.base import FilterContext, Selection
 from iostack.filters.errors import FilterError, UnknownFilterError
 from iostack.filters.parquet_select import ParquetLimits
 from iostack.filters.registry import get_filter
-from iostack.swift_middleware.record import TENANT_LAYER
-from iostack.swift_middleware.select_frames import (
+from iostack.swift_middleware.enforce.record import TENANT_LAYER
+from iostack.swift_middleware.select.engine import Answer, SelectError, Selecting
+from iostack.swift_middleware.select.frames import (
     BACKEND_SELECTED_HEADER,
     DATA,
     DECLINED_HEADER,
@@ -66,8 +67,7 @@ from iostack.swift_middleware.select_frames import (
     frame,
     parse_select_request,
 )
-from iostack.swift_middleware.selecting import Answer, SelectError, Selecting
-from iostack.swift_middleware.selecting_parquet import ParquetSelecting, selecting_for
+from iostack.swift_middleware.select.parquet import ParquetSelecting, selecting_for
 
 # Headers that mean "this object's bytes are not the tenant's records".
 _NOT_SELECTABLE = (

@@ -37,7 +37,7 @@ from iostack.filters.parquet_select import (
     footer_length,
 )
 from iostack.filters.records import prepend
-from iostack.swift_middleware.selecting import (
+from iostack.swift_middleware.select.engine import (
     Answer,
     Fetch,
     SelectError,

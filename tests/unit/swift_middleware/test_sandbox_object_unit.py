@@ -10,9 +10,9 @@ from swift.common.swob import Request, Response
 
 from iostack.filters.base import FilterContext, read_all
 from iostack.filters.errors import FilterError
-from iostack.swift_middleware.proxy import filter_factory
-from iostack.swift_middleware.sandbox_on_object import ObjectNodeSandboxedView
-from iostack.swift_middleware.source import SwiftObjectSource
+from iostack.swift_middleware.enforce.proxy import filter_factory
+from iostack.swift_middleware.enforce.sandbox_object import ObjectNodeSandboxedView
+from iostack.swift_middleware.enforce.source import SwiftObjectSource
 
 STORED = b"stored form " * 100
 DECODED = bytes(range(256)) * 8
