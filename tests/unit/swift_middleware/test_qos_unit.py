@@ -1,13 +1,18 @@
-"""Token buckets and the QoS middleware's decisions, with a fake application and clock."""
+"""Token buckets and the QoS middleware's decisions, with a fake application and clock.
+
+tests/integration/qos/test_qos.py measures the same shaping through a real Swift.
+"""
 
 from __future__ import annotations
 
 import io
 
 import pytest
+from fakeswift import FakeReader, FakeSwift, deny, request, rule, use_reader
 
 from iostack.filters.bandwidth import scope_of
 from iostack.filters.registry import get_filter
+from iostack.policy.reader import PolicyStoreUnavailable
 from iostack.swift_middleware import qos
 from iostack.swift_middleware.qos import QosMiddleware, Shaper, TokenBucket
 
@@ -125,3 +130,68 @@ def test_no_policy_no_assignment_passes_through(middleware, monkeypatch):
     monkeypatch.setattr(middleware, "_policy", lambda view: ("AUTH_t1", None))
     assert call(middleware, "PUT", b"x" * 100000)[1].endswith(b"x" * 100000)
     assert middleware.slept == []
+
+
+# -- through the request view, over a fake Swift and a fake reader ------------------
+
+class Shaped:
+    """``iostack_qos`` over a fake Swift, its buckets on a clock that sleeping advances."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.clock = Clock()
+        self.slept: list[float] = []
+        self.swift = FakeSwift()
+        self.reader = FakeReader()
+        use_reader(monkeypatch, self.reader)
+        monkeypatch.setattr(qos, "TokenBucket", lambda rate, burst: TokenBucket(
+            rate, burst, clock=self.clock))
+        monkeypatch.setattr(qos.eventlet, "sleep", self.sleep)
+        self.mw = QosMiddleware(self.swift, {"burst": "0.01"})
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.clock.now += seconds
+
+
+@pytest.fixture
+def shaped(monkeypatch) -> Shaped:
+    return Shaped(monkeypatch)
+
+
+def test_a_get_rate_paces_the_apps_body_to_that_rate(shaped):
+    shaped.reader.levels = [rule("bandwidth", get=100_000)]
+    chunks = [bytes([n]) * 10_000 for n in range(100)]
+    shaped.swift.register("GET", "/v1/AUTH_t1/c/o", 200, {}, chunks)
+    resp = request(shaped.mw, "GET", "/v1/AUTH_t1/c/o")
+    assert resp.body == b"".join(chunks)
+    # 1 MB at 100 kB/s, less the 1 kB burst, on the fake clock; paced chunk by chunk.
+    assert shaped.clock.now == pytest.approx((1_000_000 - 1000) / 100_000)
+    assert len(shaped.slept) == 100 and max(shaped.slept) == pytest.approx(0.1, abs=0.011)
+
+
+def test_a_put_rate_paces_the_reads_of_the_client_body(shaped):
+    shaped.reader.levels = [rule("bandwidth", put=50_000)]
+    body = b"p" * 200_000
+    assert request(shaped.mw, "PUT", "/v1/AUTH_t1/c/o", body).status_int == 201
+    assert shaped.swift.objects["/v1/AUTH_t1/c/o"].body == body
+    assert shaped.clock.now == pytest.approx((200_000 - 500) / 50_000)
+
+
+def test_anonymous_requests_do_not_drain_a_tenants_ops_bucket(shaped):
+    shaped.reader.levels = [rule("bandwidth", ops=1, wait=0.5)]
+    for _ in range(5):
+        assert request(shaped.mw, "GET", "/v1/AUTH_t1/c/o",
+                       **{"swift.authorize": deny}).status_int == 401
+    assert shaped.reader.requests == [] and shaped.slept == []
+    # The tenant's bucket is still full: one request now, the next is a second away (> wait).
+    assert request(shaped.mw, "GET", "/v1/AUTH_t1/c/o").status_int == 404
+    assert request(shaped.mw, "GET", "/v1/AUTH_t1/c/o").status_int == 429
+    assert shaped.slept == []
+
+
+def test_an_unreadable_policy_store_serves_unshaped(shaped):
+    shaped.reader.levels = [rule("bandwidth", get=1000)]
+    shaped.reader.error = PolicyStoreUnavailable("Redis is down")
+    shaped.swift.register("GET", "/v1/AUTH_t1/c/o", 200, {}, [b"x" * 100_000])
+    assert len(request(shaped.mw, "GET", "/v1/AUTH_t1/c/o").body) == 100_000
+    assert shaped.slept == []

@@ -1,0 +1,193 @@
+"""The enforcing proxy middleware (``iostack_proxy``) over a fake Swift and a fake policy reader.
+
+The integration tests (tests/integration/swift_middleware/test_datapath.py,
+test_fail_closed.py, test_write_paths.py) run the same paths through a real
+Swift; these pin the middleware's own decisions in milliseconds.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fakeswift import FakeReader, FakeSwift, deny, md5, request, rule, use_reader
+
+from iostack.policy.reader import PolicyStoreUnavailable
+from iostack.swift_middleware.enforce.proxy import filter_factory
+from iostack.swift_middleware.enforce.record import (
+    ETAG_HEADER,
+    OBJECT_FILTERS_HEADER,
+    PIPELINE_HEADER,
+    SIZE_HEADER,
+)
+
+PATH = "/v1/AUTH_t1/c/o"
+# Compressible, several 64 KiB frames, every byte position telling.
+BODY = b"".join(b"line %06d of the tenant's object\n" % n for n in range(12000))
+OVERRIDE = "X-Object-Sysmeta-Container-Update-Override-"
+
+
+@pytest.fixture
+def reader(monkeypatch) -> FakeReader:
+    reader = FakeReader(rule("compression", algorithm="gzip", frame_size=65536))
+    use_reader(monkeypatch, reader)
+    return reader
+
+
+@pytest.fixture
+def swift() -> FakeSwift:
+    return FakeSwift()
+
+
+@pytest.fixture
+def proxy(swift, reader):
+    return filter_factory({})(swift)
+
+
+def test_put_stores_the_encoded_body_and_records_what_it_did(proxy, swift):
+    resp = request(proxy, "PUT", PATH, BODY, {"Etag": md5(BODY), "Content-Type": "text/plain"})
+    assert resp.status_int == 201
+    assert resp.headers["Etag"] == md5(BODY)  # the tenant's, not the stored bytes'
+    stored = swift.objects[PATH]
+    assert stored.body != BODY and len(stored.body) < len(BODY) // 2
+    (applied,) = json.loads(stored.headers[PIPELINE_HEADER])
+    assert applied["name"] == "compression" and applied["params"]["algorithm"] == "gzip"
+    assert stored.headers[ETAG_HEADER] == md5(BODY)
+    assert stored.headers[SIZE_HEADER] == str(len(BODY))
+    # Listings show what the tenant stored.
+    assert stored.headers[OVERRIDE + "Etag"] == md5(BODY)
+    assert stored.headers[OVERRIDE + "Size"] == str(len(BODY))
+    # Sent chunked: the stored length is known only at the end.
+    (put,) = swift.calls_to("PUT", PATH)
+    assert "Content-Length" not in put.headers and put.headers["Transfer-Encoding"] == "chunked"
+
+
+def test_get_head_and_range_read_what_the_tenant_stored(proxy, swift):
+    request(proxy, "PUT", PATH, BODY)
+    resp = request(proxy, "GET", PATH)
+    assert resp.status_int == 200 and resp.body == BODY
+    assert resp.headers["Etag"] == md5(BODY)
+    assert not [h for h in resp.headers if h.title().startswith("X-Object-Sysmeta-")]
+
+    head = request(proxy, "HEAD", PATH)
+    assert head.status_int == 200 and head.body == b""
+    assert head.content_length == len(BODY) and head.headers["Etag"] == md5(BODY)
+
+    # A range in the third frame: the object servers are asked for the whole
+    # stored object (ignore-range), swob answers from the decoded view, and
+    # the frame it needs is read with a ranged GET pinned to the stored version.
+    swift.calls.clear()
+    ranged = request(proxy, "GET", PATH, headers={"Range": "bytes=140000-140099"})
+    assert ranged.status_int == 206 and ranged.body == BODY[140000:140100]
+    assert ranged.headers["Content-Range"] == f"bytes 140000-140099/{len(BODY)}"
+    first, *pinned = swift.calls_to("GET", PATH)
+    assert first.headers["X-Backend-Ignore-Range-If-Metadata-Present"] == PIPELINE_HEADER
+    assert pinned and all(c.headers["If-Match"] == swift.objects[PATH].headers["Etag"]
+                          and c.headers["Range"] for c in pinned)
+    suffix = request(proxy, "GET", PATH, headers={"Range": "bytes=-10"})
+    assert suffix.status_int == 206 and suffix.body == BODY[-10:]
+
+
+def test_conditional_reads_use_the_tenants_etag(proxy):
+    request(proxy, "PUT", PATH, BODY)
+    assert request(proxy, "GET", PATH, headers={"If-None-Match": md5(BODY)}).status_int == 304
+    assert request(proxy, "GET", PATH, headers={"If-Match": md5(BODY)}).body == BODY
+    assert request(proxy, "GET", PATH, headers={"If-Match": "other"}).status_int == 412
+
+
+def test_reads_follow_the_record_not_todays_policy(proxy, swift, reader):
+    request(proxy, "PUT", PATH, BODY)
+    reader.levels = []  # the policy was removed since
+    assert request(proxy, "GET", PATH).body == BODY
+    reader.error = PolicyStoreUnavailable("Redis is down")  # and the store is unreadable
+    assert request(proxy, "GET", PATH).body == BODY
+    # An object stored before any policy reads as it was stored.
+    swift.register("GET", "/v1/AUTH_t1/c/plain", 200, {"Etag": md5(b"raw")}, b"raw")
+    assert request(proxy, "GET", "/v1/AUTH_t1/c/plain").body == b"raw"
+
+
+@pytest.mark.parametrize("method", ["PUT", "POST"])
+def test_writes_fail_closed_503_when_the_policy_store_is_unreadable(proxy, swift, reader,
+                                                                    method):
+    reader.error = PolicyStoreUnavailable("the policy store cannot be read: connection refused")
+    resp = request(proxy, method, PATH, BODY)
+    assert resp.status_int == 503
+    assert b"policy store cannot be read" in resp.body and b"try again later" in resp.body
+    assert swift.calls == [] and swift.objects == {}
+
+
+def test_a_bad_policy_parameter_is_a_500_naming_the_filter(proxy, swift, reader):
+    reader.levels = [rule("compression", algorithm="lz4")]
+    resp = request(proxy, "PUT", PATH, BODY)
+    assert resp.status_int == 500 and b"policy filter compression" in resp.body
+    assert swift.objects == {}
+
+
+def test_a_wrong_client_etag_stores_nothing(proxy, swift):
+    resp = request(proxy, "PUT", PATH, BODY, {"Etag": md5(b"something else")})
+    assert resp.status_int == 422 and b"Etag does not match" in resp.body
+    assert swift.objects == {}
+
+
+@pytest.mark.parametrize(("query", "headers"), [
+    ("?multipart-manifest=put", {}),
+    ("", {"X-Static-Large-Object": "true"}),
+    ("", {"X-Object-Sysmeta-Symlink-Target": "c/target"}),
+    ("", {"X-Object-Manifest": "c/segments/"}),
+])
+def test_manifests_and_symlinks_are_stored_untouched(proxy, swift, reader, query, headers):
+    body = b"" if "X-Object-Manifest" in headers else b'[{"path": "/c/seg1"}]'
+    resp = request(proxy, "PUT", PATH + query, body, headers)
+    assert resp.status_int == 201
+    stored = swift.objects[PATH]
+    assert stored.body == body and PIPELINE_HEADER not in stored.headers
+    assert not [h for h in stored.headers if h.startswith(OVERRIDE)]
+    assert reader.requests, "the policy was still looked up: writes need a readable store"
+
+
+def test_object_stage_filters_are_checked_here_and_sent_down(proxy, swift, reader):
+    reader.levels = [rule("compression", stage="object", algorithm="zstd")]
+    request(proxy, "PUT", PATH, BODY)
+    (put,) = swift.calls_to("PUT", PATH)
+    (sent,) = json.loads(put.headers[OBJECT_FILTERS_HEADER])
+    assert sent["name"] == "compression" and sent["params"]["algorithm"] == "zstd"
+    assert put.body == BODY  # nothing encoded on the proxy
+    reader.levels = [rule("compression", stage="object", algorithm="lz4")]
+    assert request(proxy, "PUT", PATH, BODY).status_int == 500
+
+
+def test_client_sent_iostack_sysmeta_never_reaches_the_store(proxy, swift):
+    request(proxy, "PUT", PATH, BODY, {PIPELINE_HEADER: '[{"name": "noop"}]',
+                                        SIZE_HEADER: "1"})
+    stored = swift.objects[PATH]
+    assert json.loads(stored.headers[PIPELINE_HEADER])[0]["name"] == "compression"
+    assert stored.headers[SIZE_HEADER] == str(len(BODY))
+
+
+def test_byte_preserving_filters_keep_swifts_etag_and_length(proxy, swift, reader):
+    reader.levels = [rule("noop")]
+    resp = request(proxy, "PUT", PATH, BODY, {"Etag": md5(BODY)})
+    assert resp.status_int == 201
+    (put,) = swift.calls_to("PUT", PATH)
+    assert put.headers["Content-Length"] == str(len(BODY)) and put.headers["Etag"] == md5(BODY)
+    stored = swift.objects[PATH]
+    assert stored.body == BODY and json.loads(stored.headers[PIPELINE_HEADER])[0]["name"] == "noop"
+    assert SIZE_HEADER not in stored.headers
+    assert request(proxy, "GET", PATH, headers={"Range": "bytes=5-9"}).body == BODY[5:10]
+
+
+def test_unauthorized_requests_get_the_auth_answer_and_store_nothing(proxy, swift):
+    resp = request(proxy, "PUT", PATH, BODY, **{"swift.authorize": deny})
+    assert resp.status_int == 401
+    assert swift.objects == {}
+    (put,) = swift.calls_to("PUT", PATH)
+    assert put.body is None  # refused before the body was read: nothing was encoded
+    request(proxy, "PUT", PATH, BODY)
+    denied = request(proxy, "GET", PATH, **{"swift.authorize": deny})
+    assert denied.status_int == 401 and BODY[:20] not in denied.body
+
+
+def test_requests_that_are_not_object_writes_pass_through(proxy, swift, reader):
+    assert request(proxy, "PUT", "/v1/AUTH_t1/c").status_int == 201  # a container PUT
+    assert request(proxy, "GET", "/info").status_int == 404
+    assert reader.requests == []
