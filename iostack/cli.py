@@ -1,8 +1,12 @@
 """The ``iostack`` command.
 
 Each component contributes its own verbs: a module listed in ``COMMAND_MODULES``
-exposes ``register(subparsers)``, which adds its sub-commands and sets
-``func`` (called with the parsed arguments, returning the exit status).
+exposes ``register(subparsers)``, which adds its sub-commands, sets ``func``
+(called with the parsed arguments, returning the exit status) and returns its
+verb groups by command name. ``MOUNTS`` lists the verbs one component adds to
+another's command, so that neither imports the other: the Storlets runtime's
+``upload`` is also ``iostack filter upload`` (uploaded code is deployed as a
+storlet).
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from types import ModuleType
 
 COMMAND_MODULES = (
     "iostack.aio.cli",
@@ -19,18 +24,32 @@ COMMAND_MODULES = (
     "iostack.doctor.cli",
 )
 
+# (command, module, function): ``function(verbs)`` adds its verb to ``command``'s verbs.
+MOUNTS = (
+    ("filter", "iostack.storlet_runtime.cli", "add_upload_parser"),
+)
+
+
+def _command_module(name: str) -> ModuleType | None:
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name != name:
+            raise
+        return None
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="iostack", description=__doc__.splitlines()[0])
     subparsers = parser.add_subparsers(dest="command", required=True)
-    for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name != name:
-                raise
-            continue
-        module.register(subparsers)
+    modules = {name: _command_module(name) for name in COMMAND_MODULES}
+    groups: dict[str, argparse._SubParsersAction] = {}
+    for module in modules.values():
+        if module is not None:
+            groups |= module.register(subparsers)
+    for command, name, function in MOUNTS:
+        if command in groups and modules[name] is not None:
+            getattr(modules[name], function)(groups[command])
     return parser
 
 

@@ -12,10 +12,10 @@ from typing import Any
 from iostack.aio.config import AioConfig
 from iostack.aio.services import redact
 from iostack.aio.stack import AioError, AllInOne
-from iostack.aio.state import resolve_state_dir
+from iostack.endpoints import resolve_state_dir
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction) -> dict[str, argparse._SubParsersAction]:
     aio = subparsers.add_parser(
         "aio", help="run the all-in-one stack (Swift, Redis, RabbitMQ, controller)"
     )
@@ -41,6 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     status = verbs.add_parser("status", help="show each component of the stack")
     _state_dir_option(status)
     status.set_defaults(func=_status)
+    return {"aio": verbs}
 
 
 def _state_dir_option(parser: argparse.ArgumentParser) -> None:

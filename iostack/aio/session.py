@@ -26,7 +26,7 @@ from typing import Any
 
 from iostack.aio.processes import ProcessManager
 from iostack.aio.services import Services, free_port
-from iostack.aio.state import AioNotRunning, load_aio_info
+from iostack.endpoints import AioNotRunning, load_aio_info
 
 PORT_SETTINGS = ("proxy", "proxy2", "account", "container", "object", "controller", "block",
                  "iscsi")

@@ -32,8 +32,9 @@ from iostack.aio.services import (
     redact,
     wait_until,
 )
-from iostack.aio.state import AIO_INFO_FILE, write_private_json
+from iostack.aio.state import write_private_json
 from iostack.aio.swift import DAEMONS, SwiftLayout, tenant_account, tenant_user
+from iostack.endpoints import AIO_INFO_FILE
 
 CONTROLLER = "controller"
 BLOCK_BRIDGE = "block-bridge"

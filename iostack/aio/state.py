@@ -1,10 +1,9 @@
-"""Where the all-in-one keeps its state, and how other tools find it.
+"""Writing the all-in-one's state dir: private directories and files.
 
-The state dir (default ``.iostack/`` in the checkout, or ``$IOSTACK_STATE_DIR``)
-holds the generated configs, secrets, logs, pid files and data of one
-all-in-one. ``aio.json`` in it describes the running stack (endpoints and
-credentials); clients such as the CLI and the test fixtures read it with
-``load_aio_info``.
+The state dir (found with ``iostack.endpoints``: default ``.iostack/`` in the
+checkout, or ``$IOSTACK_STATE_DIR``) holds the generated configs, secrets,
+logs, pid files and data of one all-in-one; what is written there may hold
+credentials, so it is written owner-only.
 """
 
 from __future__ import annotations
@@ -13,40 +12,6 @@ import json
 import os
 from pathlib import Path
 from typing import Any
-
-AIO_INFO_FILE = "aio.json"
-
-
-class AioNotRunning(RuntimeError):
-    """No all-in-one description in the state dir."""
-
-
-def default_state_dir() -> Path:
-    env = os.environ.get("IOSTACK_STATE_DIR")
-    if env:
-        return Path(env).resolve()
-    checkout = Path(__file__).resolve().parents[2]
-    if (checkout / "pyproject.toml").is_file():
-        return checkout / ".iostack"
-    return Path.cwd() / ".iostack"
-
-
-def resolve_state_dir(state_dir: str | os.PathLike[str] | None = None) -> Path:
-    return Path(state_dir).resolve() if state_dir else default_state_dir()
-
-
-def aio_info_path(state_dir: str | os.PathLike[str] | None = None) -> Path:
-    return resolve_state_dir(state_dir) / AIO_INFO_FILE
-
-
-def load_aio_info(state_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-    """Return the running all-in-one's description (``aio.json``)."""
-    path = aio_info_path(state_dir)
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except FileNotFoundError:
-        raise AioNotRunning(f"no all-in-one found ({path} is missing): run 'make run'") from None
 
 
 def private_dir(path: Path) -> Path:

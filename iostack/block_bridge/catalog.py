@@ -14,6 +14,9 @@ volume (``Resolution.to_json()["pipeline"]``: ordered ``{filter, params}``)
 into the stack spec the frontends load, and ``validate_params`` is the data
 path's own check of one filter's parameters (through libiostack).
 
+``CATALOG`` publishes ``block_filters`` and ``block_validators`` to the
+controller through the entry point ``iostack.filter_catalogs`` (block).
+
 ``redact_spec`` and ``redact_text`` hide the values of ``secret`` parameters
 (the aes_xts key) in what the bridge shows: volume listings, errors, logs.
 """
@@ -26,6 +29,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from iostack.filters.catalogs import FilterCatalog
 from iostack.filters.metadata import FilterMetadata, Param
 
 from .native_lib import StackError, validate
@@ -122,6 +126,10 @@ def validate_params(name: str) -> Callable[[dict[str, Any]], None]:
 
 def block_validators() -> dict[str, Callable[[dict[str, Any]], None]]:
     return {meta.name: validate_params(meta.name) for meta in block_filters()}
+
+
+# The controller's view of the block filters (entry point ``iostack.filter_catalogs``).
+CATALOG = FilterCatalog(block_filters, block_validators)
 
 
 @functools.cache

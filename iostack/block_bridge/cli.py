@@ -26,7 +26,7 @@ from .native_lib import StackError, validate
 from .service import ServiceConfig
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction) -> dict[str, argparse._SubParsersAction]:
     block = subparsers.add_parser("block", help="block bridge: filters, specs, JSON-RPC")
     verbs = block.add_subparsers(dest="block_command", required=True)
 
@@ -42,6 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     call.add_argument("method")
     call.add_argument("params", nargs="*", metavar="key=value")
     call.set_defaults(func=cmd_call)
+    return {"block": verbs}
 
 
 def cmd_filters(args: argparse.Namespace) -> int:

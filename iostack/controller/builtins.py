@@ -1,8 +1,9 @@
 """The vocabulary a fresh controller starts with.
 
 Filters come from the filter library (``iostack.filters.registry``, object
-filters) and the block bridge (``iostack.block_bridge.catalog``, block
-filters, ``extra["domain"] == "block"``); the
+filters) and the catalogs other components register under the entry-point
+group ``iostack.filter_catalogs`` (``iostack.filters.catalogs``: the block
+bridge's block filters, ``extra["domain"] == "block"``); the
 metrics are those the monitoring middleware publishes; the QoS classes and
 object types are defaults an administrator can change or delete (seeding
 never brings back what an administrator removed, see ``registry.seed``).
@@ -13,21 +14,24 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from iostack.block_bridge.catalog import block_filters, block_validators
 from iostack.dsl.vocabulary import QosClass
+from iostack.filters.catalogs import registered_catalogs
 from iostack.filters.metadata import FilterMetadata
 from iostack.filters.registry import builtin_metadata, get_filter
 from iostack.monitoring.aggregator import METRICS  # noqa: F401 - the seeded metrics
 
 
 def builtin_filters() -> list[FilterMetadata]:
-    return [*builtin_metadata(), *block_filters()]
+    return [*builtin_metadata(), *(meta for catalog in registered_catalogs()
+                                   for meta in catalog.filters())]
 
 
 def builtin_validators() -> dict[str, Callable[[dict[str, Any]], None]]:
     """Each built-in filter's own parameter check (cross-parameter rules included)."""
-    library = {meta.name: get_filter(meta.name).validate for meta in builtin_metadata()}
-    return library | block_validators()
+    checks = {meta.name: get_filter(meta.name).validate for meta in builtin_metadata()}
+    for catalog in registered_catalogs():
+        checks |= catalog.validators()
+    return checks
 
 
 # Classes only use library filters, so they check on a fresh stack.

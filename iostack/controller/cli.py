@@ -2,8 +2,8 @@
 
 Every verb maps to one REST call (see ``client.py``). The controller is found
 from ``--url``/``--token``, then ``$IOSTACK_URL``/``$IOSTACK_TOKEN``, then the
-running all-in-one. Output is a readable table, or the API's JSON with
-``--json``. Exit status: 0 done, 1 refused by the controller (the reason is on
+running all-in-one. Output is a readable table (``formatting.py``), or the
+API's JSON with ``--json``. Exit status: 0 done, 1 refused by the controller (the reason is on
 stderr, with line and column for policy text), 3 controller unreachable.
 
     iostack policy validate "FOR TENANT t1 DO SET compression"
@@ -27,74 +27,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from iostack.aio.state import AioNotRunning
+from iostack.controller import formatting as fmt
 from iostack.controller.client import ControllerClient, ControllerError
 from iostack.dsl.units import UnitError, parse_unit
-from iostack.storlet_runtime.cli import add_upload_parser
+from iostack.endpoints import AioNotRunning
 
 UNREACHABLE = 3
-
-
-# -- output ---------------------------------------------------------------------
-
-
-def table(headers: list[str], rows: list[list[Any]], max_width: int = 60) -> str:
-    """Left-aligned columns; long cells are cut with an ellipsis."""
-    def cell(value: Any) -> str:
-        text = "" if value is None else str(value)
-        return text if len(text) <= max_width else text[:max_width - 1] + "…"
-
-    cells = [[cell(v) for v in row] for row in rows]
-    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-              for r in cells]
-    return "\n".join(lines)
-
-
-def _params(params: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in params.items())
-
-
-def _targets(record: dict[str, Any]) -> str:
-    return ", ".join(f"{t['kind']}:{t['name']}" for t in record["targets"])
-
-
-def _actions(record: dict[str, Any]) -> str:
-    return ", ".join(f"{a['verb'].upper()} {a['filter']}"
-                     + (f"({_params(a['params'])})" if a["params"] else "")
-                     for a in record["actions"])
-
-
-def _actor(record: dict[str, Any]) -> str:
-    """A dynamic policy's actor in a few words: per target, its state and last values."""
-    actor = record.get("actor")
-    if not record.get("dynamic"):
-        return ""
-    if not actor:
-        return "waiting for metrics"
-    parts = [f"error: {actor['error']}"] if actor.get("error") else []
-    for target, state in actor.get("targets", {}).items():
-        values = ", ".join(f"{m}={_number(v)}" for m, v in (state.get("values") or {}).items())
-        parts.append(f"{target.split(':', 1)[1]} {state['state']}"
-                     + (f" ({values})" if values else ""))
-    return "; ".join(parts)
-
-
-def _number(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4g}"
-
-
-def _policy_rows(records: list[dict[str, Any]]) -> str:
-    return table(["ID", "STATUS", "TARGETS", "ACTIONS", "ACTOR", "TEXT"],
-                 [[r["id"], r["status"], _targets(r), _actions(r), _actor(r), r["text"]]
-                  for r in records])
-
-
-def _warnings(result: dict[str, Any]) -> None:
-    for w in result.get("warnings", []):
-        print(f"warning: line {w['line']}, column {w['column']}: {w['message']}",
-              file=sys.stderr)
 
 
 # -- policy verbs ---------------------------------------------------------------
@@ -106,6 +44,11 @@ def _text(args: argparse.Namespace) -> str:
     if not args.text:
         raise ControllerError(400, "give the policy text, or -f FILE ('-' for stdin)")
     return " ".join(args.text)
+
+
+def _warnings(result: dict[str, Any]) -> None:
+    for line in fmt.warning_lines(result):
+        print(line, file=sys.stderr)
 
 
 def policy_validate(client: ControllerClient, args) -> Any:
@@ -124,7 +67,7 @@ def policy_add(client: ControllerClient, args) -> Any:
     if args.json:
         return result
     if result["policies"]:
-        print(_policy_rows(result["policies"]))
+        print(fmt.policy_rows(result["policies"]))
     for qos in result["classes"]:
         print(f"class {qos['name']}: {qos['actions']}")
     if args.dry_run:
@@ -134,18 +77,12 @@ def policy_add(client: ControllerClient, args) -> Any:
 
 def policy_list(client: ControllerClient, args) -> Any:
     records = client.policies()
-    return records if args.json else print(_policy_rows(records))
+    return records if args.json else print(fmt.policy_rows(records))
 
 
 def policy_show(client: ControllerClient, args) -> Any:
     record = client.policy(args.id)
-    if args.json:
-        return record
-    print(f"{record['id']}  {record['status']}  created {record['created']}\n{record['text']}\n")
-    print(table(["RULE", "LEVEL", "TARGET", "ACTION", "PARAMS", "STAGE"],
-                [[r["id"], r["level"], r["target"], f"{r['verb'].upper()} {r['filter']}",
-                  _params(r["params"]), r["stage"] or "default"] for r in record["rules"]]))
-    return None
+    return record if args.json else print(fmt.policy_detail(record))
 
 
 def policy_rm(client: ControllerClient, args) -> Any:
@@ -159,7 +96,7 @@ def policy_rm(client: ControllerClient, args) -> Any:
 
 def policy_tenant(client: ControllerClient, args) -> Any:
     result = client.tenant_policies(args.account)
-    return result if args.json else print(_policy_rows(result["policies"]))
+    return result if args.json else print(fmt.policy_rows(result["policies"]))
 
 
 def policy_explain(client: ControllerClient, args) -> Any:
@@ -178,70 +115,17 @@ def policy_explain(client: ControllerClient, args) -> Any:
         size = result["request"]["size"]
         title = f"{result['request']['method']} {args.path}" + (
             f" ({size} bytes)" if size is not None else "")
-    if args.json:
-        return result
-    print(title)
-    paths = result["request"].get("policy_paths") or []
-    if len(paths) > 1:
-        origin = "/".join(p for p in paths[0] if p)
-        print(f"stored under the policies of {origin} (where the tenant wrote) "
-              "and of its own container")
-    for warning in result.get("warnings", []):
-        print(f"warning: {warning}")
-    if result["pipeline"]:
-        print(table(["#", "FILTER", "STAGE", "SANDBOXED", "PARAMS", "FROM"],
-                    [[i, e["filter"], e["stage"], "yes" if e["sandboxed"] else "no",
-                      _params(e["params"]),
-                      " < ".join(f"{s['policy']}@{s['level']}" for s in e["sources"])]
-                     for i, e in enumerate(result["pipeline"], start=1)], max_width=70))
-    else:
-        print("no filter applies")
-    others = [n for n in result["notes"] if n["outcome"] != "applied"]
-    if others:
-        print("\nnot applied:")
-        print(table(["FILTER", "POLICY", "LEVEL", "OUTCOME", "WHY"],
-                    [[n["filter"], n["policy"] or "-", n["level"] or "-", n["outcome"],
-                      n["reason"]] for n in others], max_width=80))
-    return None
-
-
-def _rule_line(rule: dict[str, Any]) -> str:
-    params = f"({_params(rule['params'])})" if rule["params"] else ""
-    return (f"{rule['level']} {rule['target']}: {rule['verb'].upper()} {rule['filter']}{params}"
-            f" [{rule.get('stage') or 'default stage'}]")
+    return result if args.json else print(fmt.explain_view(result, title))
 
 
 def policy_history(client: ControllerClient, args) -> Any:
     result = client.history(args.limit)
-    if args.json:
-        return result
-    rows = []
-    for entry in result["history"]:
-        changes = [f"+{p['id']} {p['text']}" for p in entry["added_policies"]]
-        changes += [f"-{p['id']} {p['text']}" for p in entry["removed_policies"]]
-        rows.append([entry["version"], entry["at"], entry["who"] or "-",
-                     entry["op"] + (f" ({entry['note']})" if entry["note"] else ""),
-                     "; ".join(changes) or "-"])
-    print(table(["VERSION", "WHEN", "WHO", "CHANGE", "POLICIES"], rows, max_width=90))
-    return None
+    return result if args.json else print(fmt.history_table(result))
 
 
 def policy_diff(client: ControllerClient, args) -> Any:
     diff = client.history_diff(args.old, args.new)
-    if args.json:
-        return diff
-    print(f"--- version {diff['from']}\n+++ version {diff['to']}")
-    for record in diff["policies_removed"]:
-        print(f"- {record['text']}")
-    for record in diff["policies_added"]:
-        print(f"+ {record['text']}")
-    if diff["rules_removed"] or diff["rules_added"]:
-        print("compiled rules:")
-    for rule in diff["rules_removed"]:
-        print(f"- {_rule_line(rule)}")
-    for rule in diff["rules_added"]:
-        print(f"+ {_rule_line(rule)}")
-    return None
+    return diff if args.json else print(fmt.diff_view(diff))
 
 
 def policy_rollback(client: ControllerClient, args) -> Any:
@@ -280,7 +164,7 @@ def registry_list(kind: str, columns: list[str], row: Callable[[str, Any], list[
         items = client.registry(kind)
         if args.json:
             return items
-        print(table(columns, [row(name, value) for name, value in items.items()]))
+        print(fmt.table(columns, [row(name, value) for name, value in items.items()]))
         return None
     return run
 
@@ -309,17 +193,7 @@ def filter_register(client: ControllerClient, args) -> Any:
 
 def filter_show(client: ControllerClient, args) -> Any:
     meta = client.item("filters", args.name)
-    if args.json:
-        return meta
-    print(f"{meta['name']}: {meta['description']}")
-    print(f"methods {', '.join(meta['methods'])}; stages {', '.join(meta['stages'])} "
-          f"(default {meta['default_stage']}); layout {meta['layout_group'] or '-'}; "
-          f"runs before {', '.join(meta['runs_before']) or '-'}")
-    if meta["params"]:
-        print(table(["PARAM", "TYPE", "DEFAULT", "MIN", "MAX", "CHOICES", "DESCRIPTION"],
-                    [[p["name"], p["type"], p["default"], p["minimum"], p["maximum"],
-                      ",".join(p["choices"]), p["description"]] for p in meta["params"]]))
-    return None
+    return meta if args.json else print(fmt.filter_detail(meta))
 
 
 def metric_add(client: ControllerClient, args) -> Any:
@@ -328,35 +202,10 @@ def metric_add(client: ControllerClient, args) -> Any:
     return result if args.json else print(f"metric {result['name']} ({result['kind']})")
 
 
-WATCH_COLUMNS = (("GETS/s", "GETS_SEC", 1), ("PUTS/s", "PUTS_SEC", 1),
-                 ("GET MB/s", "GET_BW", 1e6), ("PUT MB/s", "PUT_BW", 1e6),
-                 ("ACTIVE", "ACTIVE_REQUESTS", 1), ("GET p95 ms", "GET_LATENCY_P95", 1e-3),
-                 ("PUT p95 ms", "PUT_LATENCY_P95", 1e-3))
-
-
-def monitoring_view(snapshot: dict[str, Any]) -> str:
-    """The ``metric watch`` screen: every target's metrics in the last interval, and actors."""
-    if snapshot["interval"] is None:
-        return "no metrics yet (is the metric middleware in the proxy pipeline?)"
-    when = time.strftime("%H:%M:%S", time.localtime(snapshot["interval"]))
-    proxies = len(snapshot["sources"].get("proxy", []))
-    lines = [f"interval {when} ({snapshot['seconds']:g} s)  proxies {proxies}  "
-             f"batches {snapshot['received']}  late {snapshot['late']}  "
-             f"lost samples {snapshot['lost']}"
-             + ("" if snapshot["connected"] else "  BROKER UNREACHABLE"), ""]
-    rows = [[target] + [_number(None if values.get(metric) is None else values[metric] / scale)
-                        for _, metric, scale in WATCH_COLUMNS]
-            for target, values in snapshot["targets"].items()]
-    lines.append(table(["TARGET", *(c[0] for c in WATCH_COLUMNS)], rows))
-    for pid, actor in sorted(snapshot["actors"].items()):
-        lines.append(f"{pid}: {_actor({'dynamic': True, 'actor': actor})}")
-    return "\n".join(lines)
-
-
 def metric_watch(client: ControllerClient, args) -> Any:
     shown = 0
     while args.count is None or shown < args.count:
-        view = monitoring_view(client.monitoring())
+        view = fmt.monitoring_view(client.monitoring())
         if sys.stdout.isatty():
             print("\033[H\033[2J", end="")  # clear the screen between refreshes
         print(view, flush=True)
@@ -368,40 +217,12 @@ def metric_watch(client: ControllerClient, args) -> Any:
 
 def metric_show(client: ControllerClient, args) -> Any:
     result = client.metric_series(args.metric, args.target, args.stage, args.last)
-    if args.json:
-        return result
-    print(table(["INTERVAL", result["metric"]],
-                [[time.strftime("%H:%M:%S", time.localtime(v["start"])), _number(v["value"])]
-                 for v in result["values"]]))
-    return None
-
-
-def _rate(value: float | None, direction: str) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.4g}/s" if direction == "ops" else f"{value / 1e6:.3g} MB/s"
+    return result if args.json else print(fmt.metric_series_table(result))
 
 
 def qos_status(client: ControllerClient, args) -> Any:
     result = client.qos()
-    if args.json:
-        return result
-    rows = []
-    for scope, row in sorted(result["scopes"].items()):
-        slo = row.get("slo") or {}
-        for direction in ("get", "put", "ops"):
-            target = slo.get(direction)
-            if not target and not (row.get(direction) or {}).get("achieved"):
-                continue
-            kind = "cap" if direction == "ops" or slo.get("mode") == "max" else "min"
-            rows.append([scope, direction, f"{kind} {_rate(target, direction)}" if target
-                         else "best effort", _rate(row[direction]["assigned"], direction),
-                         _rate(row[direction]["achieved"], direction)])
-    capacity = ", ".join(f"{d} {_rate(c, d) if c else 'unknown'}"
-                         for d, c in result["capacity"].items())
-    print(f"capacity: {capacity}")
-    print(table(["SCOPE", "DIR", "TARGET", "ASSIGNED", "ACHIEVED"], rows))
-    return None
+    return result if args.json else print(fmt.qos_view(result))
 
 
 def group_set(client: ControllerClient, args) -> Any:
@@ -428,7 +249,7 @@ def tenant_add(client: ControllerClient, args) -> Any:
 
 def tenant_list(client: ControllerClient, args) -> Any:
     accounts = client.tenants()
-    return accounts if args.json else print(table(["ACCOUNT"], [[a] for a in accounts]))
+    return accounts if args.json else print(fmt.table(["ACCOUNT"], [[a] for a in accounts]))
 
 
 # -- wiring ---------------------------------------------------------------------
@@ -446,7 +267,7 @@ def _run(handler):
             print(f"iostack: {exc}" if not exc.diagnostics else str(exc), file=sys.stderr)
             return UNREACHABLE if exc.status == 0 else 1
         if args.json and result is not None:
-            print(json.dumps(result, indent=2, sort_keys=True))
+            print(fmt.json_text(result))
         return 0
     return run
 
@@ -470,7 +291,7 @@ def _text_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-f", "--file", help="read the policies from FILE ('-': stdin)")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction) -> dict[str, argparse._SubParsersAction]:
     common = _common()
 
     policy = subparsers.add_parser("policy", help="storage policies (DSL)").add_subparsers(
@@ -520,8 +341,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     reg.add_argument("--name", help="filter name (default: from the file)")
     reg.add_argument("--code", help="code to upload; the filter then runs sandboxed")
     _verb(flt, "rm", registry_rm("filters"), "remove a filter", common).add_argument("name")
-    # Uploading code also deploys it as a storlet: the Storlets runtime owns that verb.
-    add_upload_parser(flt)
 
     simple = [
         ("metric", "metrics", "workload metrics", ["NAME", "KIND", "DESCRIPTION"],
@@ -577,3 +396,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         dest="tenant_command", required=True)
     _verb(tenant, "list", tenant_list, "list known tenants", common)
     _verb(tenant, "add", tenant_add, "record a tenant", common).add_argument("name")
+    return {"policy": policy, "filter": flt, **verbs, "qos": qos, "tenant": tenant}

@@ -14,7 +14,7 @@ import urllib.request
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from iostack.aio.state import load_aio_info
+from iostack.endpoints import load_aio_info
 
 
 class ControllerError(Exception):

@@ -91,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
     return 1 if any(f.level == "error" for f in findings) else 0
 
 
-def register(subparsers) -> None:
+def register(subparsers: argparse._SubParsersAction) -> dict[str, argparse._SubParsersAction]:
+    """``iostack doctor``: one command, no verb groups."""
     parser = subparsers.add_parser(
         "doctor", help="check Swift configs and services for IOStack; say how to fix them",
         description=__doc__.split("\n\n")[0])
@@ -110,3 +111,4 @@ def register(subparsers) -> None:
                              "not an error")
     parser.add_argument("--json", action="store_true", help="print the findings as JSON")
     parser.set_defaults(func=run)
+    return {}

@@ -9,7 +9,7 @@ Verbs:
     /v1/filters/NAME/code``), then stored as storlet ``iostack_NAME.py`` in
     the storlet container of the tenant (all tenants without ``--tenant``),
     whose account gets Storlets enabled. ``iostack filter upload`` is the same
-    verb when the controller's CLI mounts ``add_upload_parser``.
+    verb, mounted under the controller's ``filter`` by ``iostack.cli``.
 ``iostack storlet deploy FILTER [--tenant t1]``
     A sandbox-capable library filter, packaged and stored the same way.
 ``iostack storlet sandbox list`` / ``iostack storlet sandbox stop SCOPE``
@@ -31,8 +31,8 @@ from typing import Any
 
 from swiftclient.client import Connection
 
-from iostack.aio.state import load_aio_info
 from iostack.controller.client import ControllerClient, ControllerError
+from iostack.endpoints import load_aio_info
 from iostack.filters.metadata import FilterMetadata
 from iostack.storlet_runtime.deploy import (
     PythonStorlet,
@@ -182,7 +182,7 @@ def add_upload_parser(subparsers: Any, parents: list[argparse.ArgumentParser] = 
     up.set_defaults(func=_guarded(cmd_upload))
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: Any) -> dict[str, Any]:
     verbs = subparsers.add_parser("storlet", help="sandboxed filters (Storlets)").add_subparsers(
         dest="storlet_command", required=True)
     add_upload_parser(verbs)
@@ -198,3 +198,4 @@ def register(subparsers: Any) -> None:
     stop = sandbox.add_parser("stop", help="tear a scope's sandbox down (by pid)")
     stop.add_argument("scope")
     stop.set_defaults(func=cmd_sandbox_stop)
+    return {"storlet": verbs}

@@ -22,10 +22,11 @@ DECLARED = tomllib.loads(PYPROJECT.read_text())["project"]["entry-points"]
 IMPORT_ALL = """
 import importlib, json, sys
 broken = []
-for target in json.loads(sys.argv[1]):
+for group, target in json.loads(sys.argv[1]):
     module, _, attr = target.partition(":")
     try:
-        if not callable(getattr(importlib.import_module(module), attr)):
+        obj = getattr(importlib.import_module(module), attr)
+        if group != "iostack.filter_catalogs" and not callable(obj):
             broken.append(target + ": not callable")
     except Exception as exc:
         broken.append(f"{target}: {exc!r}")
@@ -34,7 +35,7 @@ print(json.dumps(broken))
 
 
 def test_each_entry_point_imports():
-    targets = [target for table in DECLARED.values() for target in table.values()]
+    targets = [(group, target) for group, table in DECLARED.items() for target in table.values()]
     child = subprocess.run([sys.executable, "-c", IMPORT_ALL, json.dumps(targets)],
                            capture_output=True, text=True, timeout=120, check=True)
     assert json.loads(child.stdout.splitlines()[-1]) == []

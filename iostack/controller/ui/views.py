@@ -49,7 +49,7 @@ PUBLIC = ("ui.login", "ui.static")
 
 
 def _ctl():
-    return api._ctl()
+    return api.ctl()
 
 
 # -- session, scope, errors -----------------------------------------------------
@@ -82,7 +82,7 @@ def error_page(exc: Exception):
     elif isinstance(exc, (RegistryError, AuthError)):
         status, message = exc.status, str(exc)
     else:
-        return api._error(exc)  # logged there; the same 500/503 as the API
+        return api.error_response(exc)  # logged there; the same 500/503 as the API
     if request.headers.get("HX-Request"):
         return render_template("ui/error_fragment.html", message=message), status
     return render_template("ui/error.html", message=message, status=status,
@@ -141,9 +141,9 @@ def _policies() -> list[dict[str, Any]]:
     """
     store = _ctl().store
     if g.principal.admin:
-        return api._with_actors([{k: v for k, v in r.items() if k != "rules"}
+        return api.with_actors([{k: v for k, v in r.items() if k != "rules"}
                                  for r in store.list()])
-    records = api._with_actors([{k: v for k, v in r.items() if k != "rules"}
+    records = api.with_actors([{k: v for k, v in r.items() if k != "rules"}
                                 for r in store.for_tenant(g.principal.account)])
     for record in records:
         if "actor" in record:
@@ -197,7 +197,7 @@ def _check(text: str) -> dict[str, Any]:
     if not text.strip():
         return {"text": text, "errors": [], "warnings": [], "policies": [], "empty": True}
     try:
-        result = api._redact_result(_ctl().store.submit(text, dry_run=True))
+        result = api.redact_result(_ctl().store.submit(text, dry_run=True))
     except DSLError as exc:
         errors = [d.to_json() | {"kind": "error"} for d in exc.diagnostics]
         return {"text": text, "errors": errors, "warnings": [], "policies": [],
@@ -305,7 +305,7 @@ def _visible(target: str) -> bool:
 
 
 def _latest_table() -> tuple[list[dict[str, Any]], float | None]:
-    latest = api._control_loop().aggregator.latest()
+    latest = api.control_loop().aggregator.latest()
     if latest is None:
         return [], None
     rows = []
@@ -372,7 +372,7 @@ def metrics_data():
     if not _visible(target):
         raise AuthError("a tenant may watch its own account's metrics only", 403)
     since = request.args.get("since", type=float)
-    loop = api._control_loop()
+    loop = api.control_loop()
     intervals = loop.aggregator.intervals(since=since, last=None if since else FIRST_LOAD)
     select = selector(target)
     points = []
@@ -410,7 +410,7 @@ def metrics_data():
 @bp.get("/qos")
 def qos():
     _admin_only()
-    loop = api._control_loop()
+    loop = api.control_loop()
     scopes = []
     for scope, row in sorted(loop.qos.status().items()):
         slo = row.get("slo") or {}
@@ -468,7 +468,7 @@ def block():
     for name, group in groups.items():
         group["pipeline"] = _group_stack(name)
     for name, volume in volumes.items():
-        volume["pipeline"] = api._explain_volume({"volume": name})["pipeline"]
+        volume["pipeline"] = api.explain_volume({"volume": name})["pipeline"]
     return _page("ui/block.html", "block", volumes=sorted(volumes.values(), key=_name),
                  groups=sorted(groups.values(), key=_name), bridge=bool(conf),
                  bridge_error=bridge_error)
@@ -480,7 +480,7 @@ def _name(item: dict[str, Any]) -> str:
 
 def _group_stack(group: str) -> list[dict[str, Any]]:
     """A storage group's own stack: what a volume in it with no rules of its own gets."""
-    return api._explain_volume({"volume": "", "storage_group": group})["pipeline"]
+    return api.explain_volume({"volume": "", "storage_group": group})["pipeline"]
 
 
 # -- history --------------------------------------------------------------------
@@ -497,8 +497,8 @@ def history():
 @bp.get("/history/diff")
 def history_diff():
     _admin_only()
-    old = api._version(request.args.get("from"), "from")
-    new = api._version(request.args.get("to"), "to")
+    old = api.version_number(request.args.get("from"), "from")
+    new = api.version_number(request.args.get("to"), "to")
     return render_template("ui/diff.html", diff=api.history_diff(old, new))
 
 

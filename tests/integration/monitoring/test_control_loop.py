@@ -96,7 +96,7 @@ def test_and_or_conditions(aio, policies, t2):
 
 
 def test_metrics_api_and_watch_view(aio, policies, writer):
-    from iostack.controller.cli import monitoring_view
+    from iostack.controller.formatting import monitoring_view
 
     paced(5, 2, writer.put)
     time.sleep(1.6)

@@ -1,0 +1,52 @@
+"""``/v1/filters``: the filter registry, and code uploaded for a filter (run sandboxed
+as a Storlet)."""
+
+from __future__ import annotations
+
+import hashlib
+
+from flask import Response, jsonify, request
+
+from iostack.controller.api.base import body, ctl, require_admin
+from iostack.controller.api.registries import registry_blueprint
+from iostack.controller.registry import RegistryError
+
+bp = registry_blueprint("filters")
+
+
+@bp.put("/<name>")
+def put_filter(name: str):
+    require_admin()
+    data = body() | {"name": name}
+    return jsonify(ctl().registries.put_filter(data).to_json()), 201
+
+
+@bp.put("/<name>/code")
+def put_filter_code(name: str):
+    """Store a filter's code (run sandboxed as a Storlet) and point its metadata at it."""
+    require_admin()
+    controller = ctl()
+    meta = controller.registries.get("filters", name)
+    code = request.get_data()
+    if not code:
+        raise RegistryError("empty body: send the filter's code")
+    digest = hashlib.sha256(code).hexdigest()
+    folder = controller.code_dir / meta["name"]
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / digest).write_bytes(code)
+    meta["extra"] = meta.get("extra", {}) | {"runtime": "storlet", "code_sha256": digest,
+                                            "code_size": len(code)}
+    return jsonify(controller.registries.put_filter(meta).to_json()), 201
+
+
+@bp.get("/<name>/code")
+def get_filter_code(name: str):
+    require_admin()
+    controller = ctl()
+    meta = controller.registries.get("filters", name)
+    digest = meta.get("extra", {}).get("code_sha256")
+    if not digest:
+        raise RegistryError(f"filter {meta['name']!r} has no uploaded code", 404)
+    code = (controller.code_dir / meta["name"] / digest).read_bytes()
+    return Response(code, mimetype="application/octet-stream",
+                    headers={"X-Code-Sha256": digest})
