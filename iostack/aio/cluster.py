@@ -57,6 +57,9 @@ NODE_DAEMONS = {
     "account-replicator": "account", "account-auditor": "account",
 }
 NODE_SERVERS = ("account", "container", "object")
+REPLICATORS = ("object-replicator", "container-replicator", "account-replicator")
+# 64 partitions: a test cluster's three devices; replication passes stay short.
+CLUSTER_PART_POWER = 6
 RSYNCD = "rsyncd"
 # Seconds between replication passes. Swift's default (30) too; an explicit pass
 # (``Cluster.replicate_once``) heals a node at once.
@@ -208,7 +211,8 @@ class Cluster:
                    for n in self.nodes]
         build_rings(self.root / "rings", [self.proxy.swift_dir,
                                           *(layout.swift_dir for layout in self.nodes.values())],
-                    devices, 3, {kind: self.proxy.server_port(kind) for kind in RING_KINDS})
+                    devices, 3, {kind: self.proxy.server_port(kind) for kind in RING_KINDS},
+                    CLUSTER_PART_POWER)
 
     def processes(self) -> list[SwiftProcess]:
         """Every Swift process, node by node (servers, rsyncd, daemons), then the proxies."""
@@ -224,15 +228,18 @@ class Cluster:
                                           proc.address))
         return procs + self.proxy.processes()
 
-    def replicate_once(self, daemons: tuple[str, ...] = ("object-replicator",
-                                                         "container-replicator",
-                                                         "account-replicator"),
-                       timeout: float = 300) -> None:
-        """Run one pass of each replicator on every node now (instead of waiting for the next)."""
-        for n, layout in self.nodes.items():
-            for daemon in daemons:
-                subprocess.run([*self.plan.enter(n), *layout.command(daemon), "once"],  # noqa: S603
-                               capture_output=True, timeout=timeout, check=True)
+    def replicate_once(self, timeout: float = 300) -> None:
+        """Run one pass of every replicator on every node now, all at once.
+
+        Raises ``subprocess.CalledProcessError`` for a pass that failed.
+        """
+        passes = [subprocess.Popen([*self.plan.enter(n), *layout.command(daemon), "once"],  # noqa: S603
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                  for n, layout in self.nodes.items() for daemon in REPLICATORS]
+        for proc in passes:
+            _out, err = proc.communicate(timeout=timeout)
+            if proc.returncode:
+                raise subprocess.CalledProcessError(proc.returncode, proc.args, stderr=err)
 
     def describe(self) -> list[dict[str, object]]:
         """The nodes as ``aio.json`` lists them."""

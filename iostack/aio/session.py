@@ -121,14 +121,16 @@ def started_stack(state_dir: Path, *args: str) -> Iterator[dict[str, Any]]:
     """A stack of the caller's own in ``state_dir``, started with ``args`` on free ports.
 
     On exit it is stopped with ``--purge`` (which for a cluster also removes
-    its namespaces and interfaces) and its state dir removed; a stop that
-    fails keeps the state dir for inspection.
+    its namespaces and interfaces) and its state dir removed. A stack that
+    failed to start, or to stop, is stopped but its state dir and logs stay
+    for inspection.
     """
     started = aio_command("start", state_dir, "--json", *args, *free_port_args())
+    if started.returncode != 0:
+        aio_command("stop", state_dir)
+        raise StackStartError(f"the stack did not start (logs in {state_dir / 'log'}):\n"
+                              f"{started.stdout}\n{started.stderr}")
     try:
-        if started.returncode != 0:
-            raise StackStartError(f"the stack did not start:\n{started.stdout}\n"
-                                  f"{started.stderr}")
         yield json.loads(started.stdout)
     finally:
         if aio_command("stop", state_dir, "--purge").returncode == 0:

@@ -314,7 +314,7 @@ class RingDevice:
 
 
 def build_rings(builder_dir: Path, swift_dirs: list[Path], devices: list[RingDevice],
-                replicas: int, ports: dict[str, int]) -> None:
+                replicas: int, ports: dict[str, int], part_power: int = PART_POWER) -> None:
     """Build the account, container and object rings with Swift's ring builder.
 
     The builder files stay in ``builder_dir``, the rings are copied into
@@ -323,7 +323,7 @@ def build_rings(builder_dir: Path, swift_dirs: list[Path], devices: list[RingDev
     """
     from swift.common.ring import RingBuilder
 
-    inputs: dict[str, object] = {"replicas": replicas, "part_power": PART_POWER, "ports": ports}
+    inputs: dict[str, object] = {"replicas": replicas, "part_power": part_power, "ports": ports}
     hosts = {d.ip for d in devices}
     if len(hosts) == 1:  # the all-in-one's inputs as they always were: its rings stay as built
         inputs["host"] = hosts.pop()
@@ -335,7 +335,7 @@ def build_rings(builder_dir: Path, swift_dirs: list[Path], devices: list[RingDev
     if stamp.is_file() and stamp.read_text() == fingerprint and all(r.is_file() for r in rings):
         return
     for kind in RING_KINDS:
-        builder = RingBuilder(PART_POWER, replicas, 1)
+        builder = RingBuilder(part_power, replicas, 1)
         for dev_id, device in enumerate(devices):
             builder.add_dev({
                 "id": dev_id, "region": 1, "zone": device.zone, "weight": 100,
