@@ -323,8 +323,8 @@ class AllInOne:
         stopped = [name for name in STOP_ORDER if self.processes.stop(name)]
         # The storage nodes' processes, and whatever else a component registered
         # (pid files we do not know by name), before the services they use.
-        stopped += [name for name in self.processes.names()
-                    if name not in PRIVATE_SERVERS and self.processes.stop(name)]
+        stopped += self.processes.stop_all(
+            [name for name in self.processes.names() if name not in PRIVATE_SERVERS])
         if purge and info:
             purge_namespace(info["redis_url"], info["key_prefix"])
         stopped += self.services.stop_private()
