@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,11 @@ def register(subparsers: argparse._SubParsersAction) -> dict[str, argparse._SubP
                       help="also delete the stack's Redis keys (its namespace; for throw-away "
                            "stacks)")
     stop.set_defaults(func=_stop)
+
+    replicate = verbs.add_parser(
+        "replicate", help="run one pass of the replicators on every storage node (a cluster)")
+    _state_dir_option(replicate)
+    replicate.set_defaults(func=_replicate)
 
     status = verbs.add_parser("status", help="show each component of the stack")
     _state_dir_option(status)
@@ -107,6 +113,16 @@ def _warn(warnings: list[str]) -> None:
 def _stop(args: argparse.Namespace) -> int:
     stopped = _stack(args).stop(purge=args.purge)
     print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
+    return 0
+
+
+def _replicate(args: argparse.Namespace) -> int:
+    try:
+        _stack(args).replicate_once()
+    except (AioError, subprocess.CalledProcessError) as exc:
+        print(f"iostack aio: {exc}", file=sys.stderr)
+        return 1
+    print("replicated: one pass of the object, container and account replicators on every node")
     return 0
 
 

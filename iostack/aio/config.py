@@ -17,6 +17,11 @@ unauthenticated service has to ask for it again.
 Redis key (``<namespace>:``) and names the RabbitMQ exchanges
 (``<namespace>.metrics`` ...), so a test stack never sees another stack's
 policies or metrics.
+
+``nodes`` above 1 makes the stack a cluster (``iostack.aio.cluster``): that
+many storage nodes, each in a network namespace of its own, with three
+replicas over three zones, and two proxies unless ``proxies`` is given.
+``proxy_workers`` is the number of worker processes of each proxy (0: ``workers``).
 """
 
 from __future__ import annotations
@@ -70,6 +75,8 @@ class AioConfig:
     qos_capacity_put: int = 0  # bytes/s the stack accepts
     replicas: int = 1
     workers: int = 1
+    proxy_workers: int = 0  # worker processes of each proxy (0: ``workers``)
+    nodes: int = 1  # storage nodes; 3 or more: a cluster in network namespaces
     start_timeout: float = 60.0
 
     def __post_init__(self) -> None:
@@ -81,6 +88,11 @@ class AioConfig:
             raise ValueError(f"proxies must be 1 or 2, not {self.proxies}")
         if self.replicas not in (1, 2, 3):
             raise ValueError(f"replicas must be 1, 2 or 3, not {self.replicas}")
+        if not (self.nodes == 1 or 3 <= self.nodes <= 9):
+            raise ValueError(f"nodes must be 1 (all in one) or 3 to 9 (a cluster), "
+                             f"not {self.nodes}")
+        if self.proxy_workers < 0 or self.workers < 1:
+            raise ValueError("workers must be at least 1 and proxy_workers at least 0")
 
     @classmethod
     def settings(cls) -> list[str]:
@@ -107,6 +119,9 @@ class AioConfig:
             if env is not None:
                 values[name] = env
         values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+        if int(values.get("nodes", 1)) > 1:
+            values.setdefault("proxies", 2)  # a cluster has two proxies unless told otherwise
+            values["replicas"] = 3  # one per zone
         for name, value in list(values.items()):
             if name not in types or name == "state_dir":
                 values.pop(name)
@@ -129,6 +144,15 @@ class AioConfig:
         unused = {"proxy2_port"} if self.proxies < 2 else set()
         return frozenset(getattr(self, name) for name in self.settings()
                          if name.endswith("_port") and name not in unused)
+
+    @property
+    def cluster(self) -> bool:
+        """Whether the storage nodes run in network namespaces of their own."""
+        return self.nodes > 1
+
+    @property
+    def proxy_worker_count(self) -> int:
+        return self.proxy_workers or self.workers
 
     @property
     def key_prefix(self) -> str:

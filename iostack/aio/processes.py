@@ -42,14 +42,16 @@ def _start_time(pid: int) -> str | None:
     return fields[19] if fields else None
 
 
-def _group_alive(pgid: int) -> bool:
-    """Whether any live (non-zombie) process is still in process group ``pgid``."""
+def _groups_alive(pgids: set[int]) -> set[int]:
+    """Which of the process groups ``pgids`` still have a live (non-zombie) process."""
+    wanted = {str(pgid) for pgid in pgids}
+    alive = set()
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             fields = _stat_fields(entry.name)
-            if fields and fields[2] == str(pgid):
-                return True
-    return False
+            if fields and fields[2] in wanted:
+                alive.add(int(fields[2]))
+    return alive
 
 
 @dataclass(frozen=True)
@@ -133,19 +135,25 @@ class ProcessManager:
 
         Returns True if a running process was stopped.
         """
-        proc = self.find(name)
-        if proc is None:
-            return False
-        self._signal(proc.pid, signal.SIGTERM)
+        return bool(self.stop_all([name], timeout))
+
+    def stop_all(self, names: list[str], timeout: float = 10.0) -> list[str]:
+        """Stop several at once (SIGTERM to all, SIGKILL to what is left after ``timeout``);
+        return the names of those that were running."""
+        running = [proc for name in names if (proc := self.find(name))]
+        for proc in running:
+            self._signal(proc.pid, signal.SIGTERM)
+        pgids = {proc.pid for proc in running}
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not _group_alive(proc.pid):
-                break
-            time.sleep(0.1)
-        else:
-            self._signal(proc.pid, signal.SIGKILL)
-        self.pid_file(name).unlink(missing_ok=True)
-        return True
+        while pgids and time.monotonic() < deadline:
+            pgids = _groups_alive(pgids)
+            if pgids:
+                time.sleep(0.1)
+        for pgid in pgids:
+            self._signal(pgid, signal.SIGKILL)
+        for proc in running:
+            self.pid_file(proc.name).unlink(missing_ok=True)
+        return [proc.name for proc in running]
 
     @staticmethod
     def _signal(pid: int, sig: int) -> None:

@@ -55,6 +55,8 @@ RABBITMQ_USER = "iostack"
 GUEST = ("guest", "guest")
 
 
+# The private servers' process names, in stop order.
+PRIVATE_SERVERS = ("rabbitmq", "epmd", "redis", "memcached")
 # How each private server is started (``Services`` methods).
 STARTERS = {"redis": "_start_redis", "rabbitmq": "_start_rabbitmq",
             "memcached": "_start_memcached"}
@@ -77,11 +79,14 @@ def free_port(preferred: int | None = None, host: str = "127.0.0.1",
     """``preferred`` if nothing listens there, else a port the kernel says is free.
 
     Ports in ``avoid`` (configured for components not started yet) are never
-    returned, however free they look now.
+    returned, however free they look now. Connections left in TIME_WAIT by a
+    server that just stopped do not count (SO_REUSEADDR, as servers bind): a
+    restarted Redis or RabbitMQ gets its port back, so its clients reconnect.
     """
     candidates = ([preferred] if preferred and preferred not in avoid else []) + [0] * 20
     for port in candidates:
         with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 sock.bind((host, port))
             except OSError:
@@ -184,6 +189,9 @@ class Services:
         self.reserved = reserved
         self.path = state_dir / SERVICES_FILE
         self.info: dict[str, ServiceInfo] = {}
+        # Addresses besides loopback that private memcached and RabbitMQ also listen on
+        # (a cluster's storage nodes reach them on the root namespace's bridge address).
+        self.listen_also: tuple[str, ...] = ()
         self._starting: dict[str, Callable[[], bool]] = {}  # booting -> "does it answer?"
         if self.path.is_file():
             saved = json.loads(self.path.read_text(encoding="utf-8"))
@@ -305,7 +313,7 @@ class Services:
     def stop_private(self) -> list[str]:
         """Stop the services we started; return their names."""
         stopped = []
-        for name in ("rabbitmq", "epmd", "redis", "memcached"):
+        for name in PRIVATE_SERVERS:
             if self.processes.stop(name):
                 stopped.append(name)
         return stopped
@@ -350,7 +358,8 @@ class Services:
     def _start_memcached(self) -> ServiceInfo:
         binary = self._require("memcached")
         port = free_port(self._previous_port("memcached"), avoid=self.reserved)
-        argv = [binary, "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-m", "64"]
+        argv = [binary, "-l", ",".join(("127.0.0.1", *self.listen_also)), "-p", str(port),
+                "-U", "0", "-m", "64"]
         if os.geteuid() == 0:
             argv += ["-u", "root"]  # memcached refuses to run as root without it
         self.processes.start("memcached", argv)
@@ -374,7 +383,8 @@ class Services:
         password = generated_secret(self.state_dir, "rabbitmq_password")
         conf = base / "rabbitmq.conf"
         write_private_text(conf, "\n".join([
-            f"listeners.tcp.1 = 127.0.0.1:{port}",
+            *(f"listeners.tcp.{i} = {host}:{port}"
+              for i, host in enumerate(("127.0.0.1", *self.listen_also), 1)),
             f"default_user = {RABBITMQ_USER}",
             f"default_pass = {password}",
             "default_vhost = /",

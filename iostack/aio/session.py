@@ -5,6 +5,10 @@ when it answers; otherwise it starts a private stack on free ports (through
 the ``iostack aio`` command, so its daemons are not children of the caller)
 and stops it on exit.
 
+``started_stack(state_dir, *args)`` starts a stack of one's own in
+``state_dir`` (a cluster with ``--nodes 3``) and stops and removes it on
+exit, also when the caller fails.
+
 ``SharedServices`` is one private Redis and one private RabbitMQ that
 several stacks use (the test suite's: starting a broker takes seconds, a
 vhost a fraction of one). Each stack gets its own vhost and keeps its Redis
@@ -105,6 +109,27 @@ def running_stack(private_root: Path,
     if started.returncode != 0:
         aio_command("stop", state_dir)
         raise StackStartError(f"all-in-one did not start:\n{started.stdout}\n{started.stderr}")
+    try:
+        yield json.loads(started.stdout)
+    finally:
+        if aio_command("stop", state_dir, "--purge").returncode == 0:
+            shutil.rmtree(state_dir, ignore_errors=True)
+
+
+@contextmanager
+def started_stack(state_dir: Path, *args: str) -> Iterator[dict[str, Any]]:
+    """A stack of the caller's own in ``state_dir``, started with ``args`` on free ports.
+
+    On exit it is stopped with ``--purge`` (which for a cluster also removes
+    its namespaces and interfaces) and its state dir removed. A stack that
+    failed to start, or to stop, is stopped but its state dir and logs stay
+    for inspection.
+    """
+    started = aio_command("start", state_dir, "--json", *args, *free_port_args())
+    if started.returncode != 0:
+        aio_command("stop", state_dir)
+        raise StackStartError(f"the stack did not start (logs in {state_dir / 'log'}):\n"
+                              f"{started.stdout}\n{started.stderr}")
     try:
         yield json.loads(started.stdout)
     finally:

@@ -1,13 +1,15 @@
 """The all-in-one stack: Swift, memcached, Redis, RabbitMQ and the controller on one host.
 
 ``AllInOne(config).start()`` brings every component up (those already
-running are kept), waits until each answers, checks that a tenant can
-authenticate, and writes ``aio.json`` describing the stack. ``stop()`` stops
-exactly the processes recorded in the state dir's pid files; ``status()``
-reports each one. Start-up that fails stops what it started and raises
-``AioError`` naming the component and its log file. ``warnings()`` lists
-what the operator should not ignore (an unauthenticated Redis or RabbitMQ
-used on request).
+running are kept); with ``config.nodes`` above 1 Swift is a cluster of
+storage nodes in network namespaces (``iostack.aio.cluster``), and ``stop``
+also removes the namespaces and interfaces it created. It waits until each
+answers, checks that a tenant can authenticate, and writes ``aio.json``
+describing the stack. ``stop()`` stops exactly the processes recorded in the
+state dir's pid files; ``status()`` reports each one. Start-up that fails
+stops what it started and raises ``AioError`` naming the component and its
+log file. ``warnings()`` lists what the operator should not ignore (an
+unauthenticated Redis or RabbitMQ used on request).
 """
 
 from __future__ import annotations
@@ -22,10 +24,14 @@ from typing import Any
 import redis
 
 from iostack.aio import secrets as aio_secrets
+from iostack.aio.cluster import Cluster, cluster_process_names, node_name, reachable_from_nodes
 from iostack.aio.config import AioConfig
+from iostack.aio.netns import ClusterNetwork, NetworkError, NetworkPlan, namespaces
 from iostack.aio.processes import ProcessManager
 from iostack.aio.services import (
+    PRIVATE_SERVERS,
     ServiceError,
+    ServiceInfo,
     Services,
     host_port,
     port_open,
@@ -33,7 +39,7 @@ from iostack.aio.services import (
     wait_until,
 )
 from iostack.aio.state import write_private_json
-from iostack.aio.swift import DAEMONS, SwiftLayout, tenant_account, tenant_user
+from iostack.aio.swift import DAEMONS, SERVERS, SwiftLayout, tenant_account, tenant_user
 from iostack.endpoints import AIO_INFO_FILE
 
 CONTROLLER = "controller"
@@ -76,6 +82,7 @@ class AllInOne:
         self.services = Services(self.state_dir, self.processes, config.start_timeout,
                                  config.ports())
         self.info_path = self.state_dir / AIO_INFO_FILE
+        self.network = ClusterNetwork(self.state_dir, config.nodes)
 
     # -- start -----------------------------------------------------------------
     def start(self) -> dict[str, Any]:
@@ -85,30 +92,38 @@ class AllInOne:
         self.config.save()
         secrets = aio_secrets.load_or_create(self.state_dir)
         already = set(self.processes.names())
+        network_was_there = self.network.exists()
         try:
             return self._start(secrets)
-        except (AioError, ServiceError) as exc:
+        except (AioError, ServiceError, NetworkError, ValueError) as exc:
             for name in self.processes.names():
                 if name not in already:
                     self.processes.stop(name)
+            if not network_was_there:
+                self.network.destroy()
             raise AioError(str(exc)) from None
 
     def _start(self, secrets: dict[str, str]) -> dict[str, Any]:
         cfg = self.config
         allow = cfg.allow_unauthenticated_services
+        if cfg.cluster:
+            # Before the services: private ones also listen on the root's bridge address.
+            self.services.listen_also = (self.network.ensure().gateway,)
         memcache = self.services.ensure("memcached", cfg.memcache_url)
         redis = self.services.ensure("redis", cfg.redis_url, allow)
         # The broker boots (seconds) while Swift does; the proxies' metric publisher
         # and QoS consumer connect when it answers.
         amqp = self.services.ensure("rabbitmq", cfg.amqp_url, allow, wait=False)
 
-        layout = SwiftLayout(cfg, secrets, memcache.url, redis.url, amqp.url)
+        layout = self._swift_layout(secrets)
         layout.prepare()
-        for server in ("account", "container", "object", *DAEMONS, *layout.proxies):
-            port = None if server in DAEMONS else layout.server_port(server)
-            self._start_process(server, layout.command(server), port)
-        for server in layout.servers:
-            self._wait_port(server, layout.server_port(server))
+        processes = layout.processes()
+        for proc in processes:
+            self._start_process(proc.name, proc.argv, proc.address)
+        for proc in processes:
+            if proc.address:
+                self._wait_for(proc.name, lambda a=proc.address: port_open(*a),
+                               f"port {proc.address[1]}")
         for server, url in zip(layout.proxies, cfg.proxy_urls, strict=True):
             self._wait_for(server, lambda url=url: _http_ok(f"{url}/healthcheck"), "healthcheck")
         self.services.wait_started()  # the controller consumes metrics from the start
@@ -139,7 +154,7 @@ class AllInOne:
         self._start_process(
             CONTROLLER,
             [sys.executable, "-m", "iostack.controller.server", "--config", str(controller_conf)],
-            cfg.controller_port,
+            (cfg.host, cfg.controller_port),
         )
         self._wait_for(
             CONTROLLER, lambda: _http_ok(f"{controller_url}/v1/health"), "health check"
@@ -148,6 +163,13 @@ class AllInOne:
         block = self._start_block_bridge(controller_url, secrets["controller_token"])
 
         info = self._describe(secrets, redis.url, amqp.url, memcache.url, controller_url)
+        info["swift_dir"] = str(layout.swift_dir)
+        if isinstance(layout, Cluster):
+            info["nodes"] = layout.describe()
+            info["cluster_network"] = {"subnet": layout.plan.subnet,
+                                       "gateway": layout.plan.gateway,
+                                       "root_interface": layout.plan.root_if,
+                                       "namespaces": layout.plan.namespaces}
         info["block_bridge"] = block
         info["warnings"] = self.services.warnings()
         user = info["tenants"]["t1"]
@@ -159,6 +181,31 @@ class AllInOne:
         )
         write_private_json(self.info_path, info)
         return info
+
+    def _swift_layout(self, secrets: dict[str, str]) -> SwiftLayout | Cluster:
+        """The stack's Swift, once its services are known (``services.info``)."""
+        cfg = self.config
+        urls = {name: self.services.info[name] for name in ("memcached", "redis", "rabbitmq")}
+        if not cfg.cluster:
+            return SwiftLayout(cfg, secrets, urls["memcached"].url, urls["redis"].url,
+                               urls["rabbitmq"].url)
+        plan = self.network.plan
+        if plan is None:
+            raise AioError("the cluster's network is not there: run 'iostack aio start'")
+
+        def for_nodes(name: str, info: ServiceInfo) -> str:
+            return reachable_from_nodes(name, info.url, info.private, plan.gateway)
+
+        return Cluster(cfg, secrets, plan, urls["memcached"].url, urls["redis"].url,
+                       urls["rabbitmq"].url, for_nodes("memcached", urls["memcached"]),
+                       for_nodes("rabbitmq", urls["rabbitmq"]))
+
+    def replicate_once(self) -> None:
+        """Run one pass of the replicators on every storage node (a cluster only)."""
+        layout = self._swift_layout(aio_secrets.load_or_create(self.state_dir))
+        if not isinstance(layout, Cluster):
+            raise AioError("replication needs a cluster (iostack aio start --nodes 3)")
+        layout.replicate_once()
 
     def _start_block_bridge(self, controller_url: str, token: str) -> dict[str, Any]:
         """The block bridge's JSON-RPC service (it runs its own tgtd for the iSCSI portal).
@@ -194,7 +241,7 @@ class AllInOne:
         self._start_process(
             BLOCK_BRIDGE,
             [sys.executable, "-m", "iostack.block_bridge.service", "--config", str(conf_path)],
-            cfg.block_port,
+            (cfg.host, cfg.block_port),
         )
         self._wait_for(BLOCK_BRIDGE, ready.is_file, "start-up (block/service.json)")
         described = {
@@ -208,18 +255,17 @@ class AllInOne:
             described["demo_volume"] = DEMO_VOLUME["name"]
         return described
 
-    def _start_process(self, name: str, argv: list[str], port: int | None) -> None:
+    def _start_process(self, name: str, argv: list[str],
+                       address: tuple[str, int] | None) -> None:
         if self.processes.find(name):
             return
-        if port is not None and port_open(self.config.host, port):
+        if address is not None and port_open(*address):
+            host, port = address
             raise AioError(
-                f"{name}: port {self.config.host}:{port} is already in use by another program; "
+                f"{name}: port {host}:{port} is already in use by another program; "
                 f"choose another with IOSTACK_{name.upper()}_PORT or --{name}-port"
             )
         self.processes.start(name, argv)
-
-    def _wait_port(self, name: str, port: int) -> None:
-        self._wait_for(name, lambda: port_open(self.config.host, port), f"port {port}")
 
     def _wait_for(self, name: str, check, what: str) -> None:
         def alive_and_ready() -> bool:
@@ -263,7 +309,6 @@ class AllInOne:
             "admin_token": secrets["controller_token"],
             "admin": {"user": "admin:admin", "key": secrets["admin_key"]},
             "tenants": tenants,
-            "swift_dir": str(self.state_dir / "etc" / "swift"),
             "log_dir": str(self.processes.log_dir),
         }
 
@@ -277,11 +322,16 @@ class AllInOne:
         """
         info = self.info() if purge else None
         stopped = [name for name in STOP_ORDER if self.processes.stop(name)]
+        # The storage nodes' processes, and whatever else a component registered
+        # (pid files we do not know by name), before the services they use.
+        stopped += self.processes.stop_all(
+            [name for name in self.processes.names() if name not in PRIVATE_SERVERS])
         if purge and info:
             purge_namespace(info["redis_url"], info["key_prefix"])
         stopped += self.services.stop_private()
-        # Whatever else a component registered (pid files we do not know by name).
         stopped += [name for name in self.processes.names() if self.processes.stop(name)]
+        # Nothing runs in the namespaces any more.
+        stopped += self.network.destroy()
         self.info_path.unlink(missing_ok=True)
         return stopped
 
@@ -291,11 +341,33 @@ class AllInOne:
             if not info.private:
                 rows.append(ComponentStatus(name, port_open(*host_port(info.url)),
                                             None, f"external {redact(info.url)}"))
-        expected = set(STOP_ORDER) - ({"proxy2"} if self.config.proxies < 2 else set())
+        cfg = self.config
+        if cfg.cluster:
+            rows += self._node_rows()
+            swift = cluster_process_names(cfg)
+        else:
+            swift = [*SERVERS[:-1], *DAEMONS, *["proxy", "proxy2"][:cfg.proxies]]
+        expected = {CONTROLLER, BLOCK_BRIDGE, *swift}
         for name in sorted(set(self.processes.names()) | expected):
             proc = self.processes.find(name)
             rows.append(ComponentStatus(name, proc is not None, proc.pid if proc else None,
                                         str(self.processes.log_file(name))))
+        return rows
+
+    def _node_rows(self) -> list[ComponentStatus]:
+        """One row per storage node: its namespace, address and link."""
+        plan: NetworkPlan | None = self.network.plan
+        if plan is None:
+            return [ComponentStatus("network", False, None, "no cluster network (not started)")]
+        present = set(namespaces())
+        rows = []
+        for n in range(1, plan.nodes + 1):
+            there = plan.node_ns(n) in present
+            up = there and self.network.link_up(n)
+            link = "link up" if up else ("link down" if there else "namespace missing")
+            rows.append(ComponentStatus(node_name(n), up, None,
+                                        f"{plan.node_ns(n)} {plan.node_address(n)} zone "
+                                        f"{(n - 1) % 3 + 1}, {link}"))
         return rows
 
     def warnings(self) -> list[str]:

@@ -22,6 +22,7 @@ import io
 import json
 import sys
 from configparser import ConfigParser
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from iostack.aio.config import AioConfig
@@ -69,20 +70,58 @@ def tenant_account(tenant: str) -> str:
     return f"{RESELLER_PREFIX}{tenant}"
 
 
+@dataclass(frozen=True)
+class SwiftHost:
+    """Where one Swift host keeps its configs and data, and the address its servers bind.
+
+    The all-in-one is one host (``single_host``); a cluster has a proxy host
+    and a host per storage node (``iostack.aio.cluster``).
+    """
+
+    swift_dir: Path  # swift.conf, server configs, rings
+    devices_dir: Path
+    cache_dir: Path  # recon cache
+    storlets_dir: Path  # the Storlets gateway's host_root
+    bind_ip: str
+
+
+def single_host(config: AioConfig) -> SwiftHost:
+    state = config.state_dir
+    return SwiftHost(swift_dir=state / "etc" / "swift", devices_dir=state / "srv" / "node",
+                     cache_dir=state / "cache", storlets_dir=state / "storlets",
+                     bind_ip=config.host)
+
+
+@dataclass(frozen=True)
+class SwiftProcess:
+    """One Swift server or daemon: its process name, command line and listening address."""
+
+    name: str
+    argv: list[str]
+    address: tuple[str, int] | None  # None: a daemon that serves no port
+
+
+def launcher_command(swift_dir: Path, conf: Path, section: str) -> list[str]:
+    """Command line running one Swift server or daemon section (``iostack.aio.swift_launcher``)."""
+    return [sys.executable, "-m", "iostack.aio.swift_launcher", str(swift_dir), str(conf),
+            section]
+
+
 class SwiftLayout:
-    """Paths and configs of the all-in-one's Swift."""
+    """Paths and configs of one Swift host (the all-in-one, or one host of a cluster)."""
 
     def __init__(self, config: AioConfig, secrets: dict[str, str], memcache_url: str,
-                 redis_url: str, amqp_url: str) -> None:
+                 redis_url: str, amqp_url: str, host: SwiftHost | None = None) -> None:
         self.config = config
         self.secrets = secrets
         self.memcache_url = memcache_url
         self.redis_url = redis_url
         self.amqp_url = amqp_url
+        self.host = host or single_host(config)
         self.key_file = config.state_dir / "etc" / "iostack-root.key"
-        self.swift_dir = config.state_dir / "etc" / "swift"
-        self.devices_dir = config.state_dir / "srv" / "node"
-        self.cache_dir = config.state_dir / "cache"
+        self.swift_dir = self.host.swift_dir
+        self.devices_dir = self.host.devices_dir
+        self.cache_dir = self.host.cache_dir
 
     @property
     def device_names(self) -> list[str]:
@@ -97,6 +136,11 @@ class SwiftLayout:
     def servers(self) -> list[str]:
         return [*SERVERS[:-1], *self.proxies]
 
+    @property
+    def daemons(self) -> dict[str, str]:
+        """Background daemons of this host: name -> the server whose config they read."""
+        return DAEMONS
+
     def conf_path(self, server: str) -> Path:
         return self.swift_dir / f"{server}-server.conf"
 
@@ -105,10 +149,17 @@ class SwiftLayout:
 
     def command(self, server: str) -> list[str]:
         """Command line of a server (``proxy`` ...) or a daemon (``container-updater``)."""
-        conf = self.conf_path(DAEMONS.get(server, server))
-        section = server if server in DAEMONS else f"{_kind(server)}-server"
-        return [sys.executable, "-m", "iostack.aio.swift_launcher",
-                str(self.swift_dir), str(conf), section]
+        conf = self.conf_path(self.daemons.get(server, server))
+        section = server if server in self.daemons else f"{_kind(server)}-server"
+        return launcher_command(self.swift_dir, conf, section)
+
+    def processes(self) -> list[SwiftProcess]:
+        """Every server and daemon of this host, in start order (proxies last)."""
+        return [SwiftProcess(name, self.command(name),
+                             None if name in self.daemons
+                             else (self.host.bind_ip, self.server_port(name)))
+                for name in ([s for s in self.servers if s not in self.proxies]
+                             + [*self.daemons, *self.proxies])]
 
     def prepare(self) -> None:
         """Write configs, create devices and (re)build rings when their inputs changed."""
@@ -121,7 +172,8 @@ class SwiftLayout:
         self._write(self.swift_dir / "swift.conf", self._swift_conf())
         for server in self.servers:
             self._write(self.conf_path(server), self._server_conf(server))
-        storlet_conf.write_support_files(self.config.state_dir, self.swift_dir, self.memcache_url)
+        storlet_conf.write_support_files(self.host.storlets_dir, self.swift_dir,
+                                         self.memcache_url)
         self._build_rings()
 
     @staticmethod
@@ -141,9 +193,10 @@ class SwiftLayout:
 
     def _defaults(self, server: str) -> dict[str, str]:
         return {
-            "bind_ip": self.config.host,
+            "bind_ip": self.host.bind_ip,
             "bind_port": str(self.server_port(server)),
-            "workers": str(self.config.workers),
+            "workers": str(self.config.proxy_worker_count if _kind(server) == "proxy"
+                           else self.config.workers),
             "user": getpass.getuser(),
             "swift_dir": str(self.swift_dir),
             "devices": str(self.devices_dir),
@@ -244,27 +297,53 @@ class SwiftLayout:
                 "interval": str(self.config.metrics_interval)}
 
     def _build_rings(self) -> None:
-        from swift.common.ring import RingBuilder
+        devices = [RingDevice(zone=n, ip=self.config.host, device=name)
+                   for n, name in enumerate(self.device_names, 1)]
+        build_rings(self.swift_dir, [self.swift_dir], devices, self.config.replicas,
+                    {kind: self.server_port(kind) for kind in RING_KINDS})
 
-        inputs = {
-            "replicas": self.config.replicas,
-            "part_power": PART_POWER,
-            "host": self.config.host,
-            "ports": {s: self.server_port(s) for s in ("account", "container", "object")},
-        }
-        fingerprint = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
-        stamp = self.swift_dir / "rings.fingerprint"
-        rings = [self.swift_dir / f"{kind}.ring.gz" for kind in ("account", "container", "object")]
-        if stamp.is_file() and stamp.read_text() == fingerprint and all(r.is_file() for r in rings):
-            return
-        for kind, ring_path in zip(("account", "container", "object"), rings, strict=True):
-            builder = RingBuilder(PART_POWER, self.config.replicas, 1)
-            for dev_id, device in enumerate(self.device_names):
-                builder.add_dev({
-                    "id": dev_id, "region": 1, "zone": dev_id + 1, "weight": 100,
-                    "ip": self.config.host, "port": self.server_port(kind), "device": device,
-                })
-            builder.rebalance()
-            builder.save(str(self.swift_dir / f"{kind}.builder"))
-            builder.get_ring().save(str(ring_path))
-        stamp.write_text(fingerprint)
+
+RING_KINDS = ("account", "container", "object")
+
+
+@dataclass(frozen=True)
+class RingDevice:
+    zone: int
+    ip: str
+    device: str
+
+
+def build_rings(builder_dir: Path, swift_dirs: list[Path], devices: list[RingDevice],
+                replicas: int, ports: dict[str, int], part_power: int = PART_POWER) -> None:
+    """Build the account, container and object rings with Swift's ring builder.
+
+    The builder files stay in ``builder_dir``, the rings are copied into
+    every one of ``swift_dirs``. They are rebuilt only when their inputs
+    changed (a restart keeps the stack's placement).
+    """
+    from swift.common.ring import RingBuilder
+
+    inputs: dict[str, object] = {"replicas": replicas, "part_power": part_power, "ports": ports}
+    hosts = {d.ip for d in devices}
+    if len(hosts) == 1:  # the all-in-one's inputs as they always were: its rings stay as built
+        inputs["host"] = hosts.pop()
+    else:
+        inputs["devices"] = [asdict(d) for d in devices]
+    fingerprint = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+    stamp = builder_dir / "rings.fingerprint"
+    rings = [d / f"{kind}.ring.gz" for d in swift_dirs for kind in RING_KINDS]
+    if stamp.is_file() and stamp.read_text() == fingerprint and all(r.is_file() for r in rings):
+        return
+    for kind in RING_KINDS:
+        builder = RingBuilder(part_power, replicas, 1)
+        for dev_id, device in enumerate(devices):
+            builder.add_dev({
+                "id": dev_id, "region": 1, "zone": device.zone, "weight": 100,
+                "ip": device.ip, "port": ports[kind], "device": device.device,
+            })
+        builder.rebalance()
+        builder.save(str(builder_dir / f"{kind}.builder"))
+        ring = builder.get_ring()
+        for swift_dir in swift_dirs:
+            ring.save(str(swift_dir / f"{kind}.ring.gz"))
+    stamp.write_text(fingerprint)

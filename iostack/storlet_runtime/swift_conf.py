@@ -41,10 +41,10 @@ def internal_client_conf_path(swift_dir: Path) -> Path:
     return swift_dir / "storlet-internal-client.conf"
 
 
-def gateway_conf(state_dir: Path) -> ConfigParser:
+def gateway_conf(host_root: Path) -> ConfigParser:
     conf = ConfigParser(interpolation=None)
     conf["DEFAULT"] = {
-        "host_root": str(state_dir / "storlets"),
+        "host_root": str(host_root),
         "libsbus_path": str(DEFAULT_LIBSBUS),
         "storlet_timeout": str(STORLET_TIMEOUT),
         # Upstream polls the new sandbox every 0.5 s; it is up in ~0.1 s.
@@ -87,9 +87,10 @@ def filter_section(swift_dir: Path, execution_server: str, reseller_prefix: str)
     }
 
 
-def write_support_files(state_dir: Path, swift_dir: Path, memcache_url: str) -> None:
-    """Write the gateway and internal-client configs next to the server configs."""
-    for path, conf in ((gateway_conf_path(swift_dir), gateway_conf(state_dir)),
+def write_support_files(host_root: Path, swift_dir: Path, memcache_url: str) -> None:
+    """Write the gateway (sandboxes under ``host_root``) and internal-client configs next to
+    the server configs."""
+    for path, conf in ((gateway_conf_path(swift_dir), gateway_conf(host_root)),
                        (internal_client_conf_path(swift_dir),
                         internal_client_conf(swift_dir, memcache_url))):
         with open(path, "w", encoding="utf-8") as f:

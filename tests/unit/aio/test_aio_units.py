@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
+import time
 from configparser import ConfigParser
 
 import pytest
@@ -76,6 +77,18 @@ def test_process_manager_start_find_stop(tmp_path):
     assert manager.stop("sleeper")
     assert manager.find("sleeper") is None
     assert not manager.stop("sleeper")
+
+
+def test_process_manager_stops_several_at_once_and_kills_what_ignores_sigterm(tmp_path):
+    manager = ProcessManager(tmp_path)
+    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
+    manager.start("polite", [sys.executable, "-c", "import time; time.sleep(60)"])
+    manager.start("stubborn", [sys.executable, "-c", stubborn])
+    time.sleep(0.5)  # the stubborn one has set its handler
+    t0 = time.monotonic()
+    assert manager.stop_all(["polite", "stubborn", "absent"], timeout=2) == ["polite", "stubborn"]
+    assert time.monotonic() - t0 < 5  # one timeout for all, not one each
+    assert manager.find("polite") is None and manager.find("stubborn") is None
 
 
 def test_stale_pid_file_of_a_reused_pid_is_not_ours(tmp_path):
