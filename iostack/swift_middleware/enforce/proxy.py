@@ -138,10 +138,12 @@ class IOStackProxyMiddleware:
             try:
                 view.lookup(self.reader)
             except PolicyStoreUnavailable as exc:
-                return self._unavailable(req, exc)
+                return self._unavailable(req, view, exc)
         return self.app
 
-    def _unavailable(self, req: Request, exc: PolicyStoreUnavailable):
+    def _unavailable(self, req: Request, view: RequestView, exc: PolicyStoreUnavailable):
+        if not view.authorized():
+            return self.app  # Swift refuses it (401/403): a lost store is not the answer
         self.logger.error("IOStack: refusing %s %s: %s", req.method, req.path, exc)
         # Storing the object without its policy (say, unencrypted) would break
         # the policy silently; refuse instead, until the store is back.
@@ -183,7 +185,7 @@ class IOStackProxyMiddleware:
         try:
             resolution = view.resolution(self.reader)
         except PolicyStoreUnavailable as exc:
-            return self._unavailable(req, exc)
+            return self._unavailable(req, view, exc)
         try:
             encoders, object_filters, preserved = self._encoders(
                 req, resolution.pipeline, view.lookup(self.reader)[1], context)

@@ -116,6 +116,15 @@ def test_writes_fail_closed_503_when_the_policy_store_is_unreadable(proxy, swift
     assert swift.calls == [] and swift.objects == {}
 
 
+@pytest.mark.parametrize("method", ["PUT", "POST"])
+def test_an_unauthorized_write_gets_the_auth_answer_even_when_the_store_is_down(
+        proxy, swift, reader, method):
+    reader.error = PolicyStoreUnavailable("the policy store cannot be read: connection refused")
+    resp = request(proxy, method, PATH, BODY, **{"swift.authorize": deny})
+    assert resp.status_int == 401
+    assert swift.objects == {}
+
+
 def test_a_bad_policy_parameter_is_a_500_naming_the_filter(proxy, swift, reader):
     reader.levels = [rule("compression", algorithm="lz4")]
     resp = request(proxy, "PUT", PATH, BODY)
