@@ -71,6 +71,7 @@ from swift.common.utils import close_if_possible
 from swift.common.wsgi import make_subrequest
 from swift.proxy.controllers.base import get_container_info
 
+from iostack.filters.records import prepend
 from iostack.policy.reader import PolicyReader
 from iostack.policy.view import view_for
 from iostack.swift_middleware.cache.policy import CachingPolicy, caching_rules
@@ -125,10 +126,7 @@ class _Tail:
         try:
             if pending is not None and pending[:2] == (start, end):
                 self._pending = None
-                first = pending[3].wait()
-                if first:
-                    yield first
-                yield from pending[2]
+                yield from prepend(pending[3].wait(), pending[2])
             else:
                 self.close()
                 yield from self.source.read(start, end)

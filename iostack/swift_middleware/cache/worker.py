@@ -25,10 +25,9 @@ from collections.abc import Iterator
 from eventlet import patcher
 from swift.common.utils import close_if_possible
 
-from iostack.filters.base import check_range
 from iostack.filters.errors import ConfigError
 from iostack.swift_middleware.cache.invalidation import InvalidationBus
-from iostack.swift_middleware.cache.store import CachedHead, CacheFill, CacheStore
+from iostack.swift_middleware.cache.store import CachedBytes, CachedHead, CacheFill, CacheStore
 
 LOG = logging.getLogger(__name__)
 
@@ -51,7 +50,7 @@ def encode_headers(headers: dict[str, str]) -> bytes:
     return _LENGTH.pack(len(data)) + data
 
 
-class CachedObject:
+class CachedObject(CachedBytes):
     """An open entry: the stored headers and a ``ByteSource`` over the cached body bytes."""
 
     def __init__(self, head: CachedHead) -> None:
@@ -67,16 +66,7 @@ class CachedObject:
         self.cached = head.cached - self._offset
         self.object_length = head.object_length - self._offset
 
-    @property
-    def length(self) -> int:
-        return self.cached
-
-    @property
-    def complete(self) -> bool:
-        return self.cached == self.object_length
-
-    def read(self, start: int, end: int) -> Iterator[bytes]:
-        check_range(start, end, self.cached)
+    def _read(self, start: int, end: int) -> Iterator[bytes]:
         return self._head.read(self._offset + start, self._offset + end)
 
     def close(self) -> None:

@@ -84,7 +84,7 @@ from iostack.filters.records import prepend
 from iostack.filters.registry import filter_names, get_filter
 from iostack.policy.reader import PolicyStoreUnavailable
 from iostack.policy.view import RequestView, view_for
-from iostack.swift_middleware.select.engine import SelectError, closing, record_range
+from iostack.swift_middleware.select.engine import SelectError, record_range
 from iostack.swift_middleware.select.frames import (
     BACKEND_SELECTED_HEADER,
     DECLINED_HEADER,
@@ -96,6 +96,7 @@ from iostack.swift_middleware.select.frames import (
 )
 from iostack.swift_middleware.select.parquet import selecting_for
 from iostack.swift_middleware.shared_reader import reader_settings, shared_reader
+from iostack.swift_middleware.streams import closing
 
 LOG = logging.getLogger(__name__)
 FILTER_HEADER = "X-Iostack-Filter"
