@@ -48,7 +48,6 @@ class SwiftObjectSource(RangedSource):
         self._body = iter(body) if body is not None else None
         self._body_obj = body
         self._body_pos = 0
-        self.subrequests = 0
 
     def _read(self, start: int, end: int) -> Iterator[bytes]:
         if self._body is not None and start == self._body_pos:
@@ -71,7 +70,6 @@ class SwiftObjectSource(RangedSource):
 
     def pinned_get(self, headers: dict[str, str]) -> Response:
         """A GET sub-request of this object version with ``headers``; a 2xx response."""
-        self.subrequests += 1
         sub = make_subrequest(
             self.request.environ, method="GET", path=wsgi_quote(self.request.path_info),
             headers={**headers, **self.pin}, swift_source=SWIFT_SOURCE,
