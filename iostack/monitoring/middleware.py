@@ -72,7 +72,7 @@ class Reporter:
             time.sleep(end - now)
             try:
                 self.flush(end - self.interval)
-            except Exception:  # noqa: BLE001 - the reporter must outlive any one failure
+            except Exception:  # the reporter must outlive any one failure
                 self.logger.exception("IOStack metrics: could not publish a sample")
 
     def flush(self, start: float) -> None:

@@ -338,7 +338,7 @@ class IOStackCacheMiddleware:
                     pass
             else:
                 close_if_possible(resp.app_iter)
-        except Exception:  # noqa: BLE001 - a side fill must never disturb the proxy
+        except Exception:  # a side fill must never disturb the proxy
             self.logger.exception("IOStack cache: background fill of %s failed", path)
         finally:
             cache.release(path)

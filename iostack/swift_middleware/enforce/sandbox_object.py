@@ -89,7 +89,7 @@ class ObjectNodeSandboxedView(SandboxedView):
             options["X-Storlet-X-Timestamp"] = registration["x-timestamp"]
             if self.code_sha256:  # the object servers' gateway checks the code it runs
                 options["X-Storlet-Code-Sha256"] = self.code_sha256
-        except Exception as exc:  # noqa: BLE001 - the internal client's errors have many types
+        except Exception as exc:  # the internal client's errors have many types
             raise FilterError(f"sandboxed filter {self.storlet}: no usable registration: "
                               f"{exc}") from exc
         return options

@@ -114,7 +114,7 @@ class SandboxedEncoder:
                 _call_params("encode", self.context, params=json.dumps(self.params)),
                 self._counted(chunks), code_sha256=self.code_sha256)
             sysmeta = json.loads(metadata.get("Iostack-Sysmeta", "{}"))
-        except Exception as exc:  # noqa: BLE001 - the gateway's errors have many types
+        except Exception as exc:  # the gateway's errors have many types
             raise _failed(self.storlet, exc) from exc
         if not isinstance(sysmeta, dict):
             raise FilterError(f"sandboxed filter {self.storlet}: Iostack-Sysmeta is not an object")
@@ -160,7 +160,7 @@ class SandboxedView(RangedSource):
                 _call_params("decode", self.context, sysmeta=json.dumps(self.filter_sysmeta),
                              range=f"{start}-{end}", length=str(self.lower.length)),
                 self.lower.read(0, self.lower.length), code_sha256=self.code_sha256)
-        except Exception as exc:  # noqa: BLE001 - the gateway's errors have many types
+        except Exception as exc:  # the gateway's errors have many types
             raise _failed(self.storlet, exc) from exc
         yield from exactly(output, end - start, f"sandboxed filter {self.storlet} decoding")
 
