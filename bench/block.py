@@ -27,9 +27,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from iostack.block_bridge.frontends import NbdExport  # noqa: E402
-from iostack.block_bridge.native_lib import ensure_built  # noqa: E402
-from iostack.block_bridge.processes import (  # noqa: E402
+from iostack.block_bridge.frontends import NbdExport
+from iostack.block_bridge.native_lib import ensure_built
+from iostack.block_bridge.processes import (
     Daemon,
     free_port,
     port_open,

@@ -47,7 +47,7 @@ def auth(info: dict[str, Any], tenant: str) -> tuple[str, str]:
     request = urllib.request.Request(  # noqa: S310 - loopback URL from aio.json
         info["auth_url"], headers={"X-Auth-User": creds["user"], "X-Auth-Key": creds["key"]}
     )
-    with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
+    with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - aio's URL
         return response.headers["X-Storage-Url"], response.headers["X-Auth-Token"]
 
 

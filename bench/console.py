@@ -63,7 +63,7 @@ def timed(client, path: str, repeat: int) -> tuple[float, float, int, int]:
 
 def server_time(info: dict, repeat: int) -> list[list]:
     prefix = f"iostack-bench-console-{uuid.uuid4().hex[:8]}:"
-    token = "bench-console-admin-token-0123456789"
+    token = "bench-console-admin-token-0123456789"  # noqa: S105 - a throw-away in-process app's
     app = create_app({"host": "127.0.0.1", "port": 0, "redis_url": info["redis_url"],
                       "amqp_url": "amqp://unused", "admin_token": token,
                       "state_dir": str(Path(info["state_dir"])), "key_prefix": prefix})

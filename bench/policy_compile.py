@@ -36,16 +36,16 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import print_table, stack  # noqa: E402
-from iostack.controller.compiler import compile_policies  # noqa: E402
-from iostack.controller.registry import Registries  # noqa: E402
-from iostack.controller.store import PolicyStore  # noqa: E402
-from iostack.dsl.checker import check  # noqa: E402
-from iostack.dsl.lexer import tokenize  # noqa: E402
-from iostack.dsl.parser import parse  # noqa: E402
-from iostack.policy.keys import KeySpace  # noqa: E402
-from iostack.policy.reader import PolicyReader  # noqa: E402
-from iostack.policy.resolve import RequestInfo  # noqa: E402
+from bench.common import print_table, stack
+from iostack.controller.compiler import compile_policies
+from iostack.controller.registry import Registries
+from iostack.controller.store import PolicyStore
+from iostack.dsl.checker import check
+from iostack.dsl.lexer import tokenize
+from iostack.dsl.parser import parse
+from iostack.policy.keys import KeySpace
+from iostack.policy.reader import PolicyReader
+from iostack.policy.resolve import RequestInfo
 
 TENANTS = 500
 

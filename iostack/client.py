@@ -100,7 +100,8 @@ def authenticate(settings: Credentials) -> tuple[str, str]:
     """``(storage_url, token)``: given, or from Swift v1 auth (``X-Auth-User``/``-Key``)."""
     if settings.storage_url and settings.token:
         return settings.storage_url.rstrip("/"), settings.token
-    assert settings.auth_url and settings.user and settings.key
+    if not (settings.auth_url and settings.user and settings.key):
+        raise ValueError("iostack: give storage_url and token, or auth_url, user and key")
     parts = urlsplit(settings.auth_url)
     resp = http_get(f"{parts.scheme}://{parts.netloc}",
                     parts.path + (f"?{parts.query}" if parts.query else ""),

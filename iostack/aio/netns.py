@@ -140,8 +140,7 @@ class ClusterNetwork:
     def ensure(self) -> NetworkPlan:
         """Create the network unless it is complete; a partial one (a crash) is rebuilt."""
         if self.exists():
-            assert self.plan is not None
-            return self.plan
+            return self._built()
         self.destroy()
         plan = NetworkPlan(self.tag, self._choose_subnet(), self.nodes)
         write_private_json(self.path, asdict(plan))  # before creating: destroy finds a crash's
@@ -197,14 +196,17 @@ class ClusterNetwork:
         self.plan = None
         return removed
 
+    def _built(self) -> NetworkPlan:
+        if self.plan is None:
+            raise RuntimeError("the cluster network is not built (run aio start)")
+        return self.plan
+
     def set_link(self, node: int, up: bool) -> None:
         """Plug (``up``) or unplug a node's interface."""
-        assert self.plan is not None
-        _ip("-n", self.plan.node_ns(node), "link", "set", NODE_IF, "up" if up else "down")
+        _ip("-n", self._built().node_ns(node), "link", "set", NODE_IF, "up" if up else "down")
 
     def link_up(self, node: int) -> bool:
-        assert self.plan is not None
-        shown = json.loads(_ip("-j", "-n", self.plan.node_ns(node), "link", "show",
+        shown = json.loads(_ip("-j", "-n", self._built().node_ns(node), "link", "show",
                                NODE_IF).stdout)
         return "UP" in shown[0].get("flags", [])
 

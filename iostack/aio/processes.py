@@ -106,12 +106,6 @@ class ProcessManager:
         self.pid_file(name).write_text(f"{proc.pid} {started}\n", encoding="ascii")
         return ManagedProcess(name, proc.pid)
 
-    def adopt(self, name: str, pid: int) -> ManagedProcess:
-        """Record a process that daemonised itself (its pid read from its own pid file)."""
-        private_dir(self.run_dir)
-        self.pid_file(name).write_text(f"{pid} {_start_time(pid)}\n", encoding="ascii")
-        return ManagedProcess(name, pid)
-
     def find(self, name: str) -> ManagedProcess | None:
         """The running process recorded under ``name``; a stale pid file is removed."""
         path = self.pid_file(name)

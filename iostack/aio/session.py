@@ -60,7 +60,7 @@ def answering_stack() -> dict[str, Any] | None:
     """The default state dir's stack if its proxy answers, else None."""
     try:
         info = load_aio_info()
-        with urllib.request.urlopen(f"{info['swift_url']}/healthcheck", timeout=2):  # noqa: S310
+        with urllib.request.urlopen(f"{info['swift_url']}/healthcheck", timeout=2):  # noqa: S310 - aio's
             return info
     except (AioNotRunning, OSError, KeyError):
         return None

@@ -66,7 +66,7 @@ class ComponentStatus:
 def _http_ok(url: str, headers: dict[str, str] | None = None) -> bool:
     request = urllib.request.Request(url, headers=headers or {})  # noqa: S310 - our own loopback URL
     try:
-        with urllib.request.urlopen(request, timeout=2) as response:  # noqa: S310
+        with urllib.request.urlopen(request, timeout=2) as response:  # noqa: S310 - loopback URL
             return 200 <= response.status < 300
     except (urllib.error.URLError, OSError):
         return False

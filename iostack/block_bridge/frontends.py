@@ -42,7 +42,7 @@ class FuseVolume:
         try:
             wait_for(lambda: _mounted(self.mountpoint) and self.path.exists(), timeout,
                      self.daemon.name, self.daemon.alive)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - stop it whatever failed; re-raised
             self.stop()
             raise self.daemon.fail(str(exc)) from None
 
@@ -50,7 +50,7 @@ class FuseVolume:
         # SIGTERM makes libfuse unmount; a lazy unmount covers a killed daemon.
         self.daemon.stop()
         if _mounted(self.mountpoint):
-            subprocess.run(["fusermount3", "-u", "-z", str(self.mountpoint)],
+            subprocess.run(["fusermount3", "-u", "-z", str(self.mountpoint)],  # noqa: S603, S607 - fixed argv, no shell
                            capture_output=True, timeout=10)
 
 
@@ -71,7 +71,7 @@ class NbdExport:
         try:
             wait_for(lambda: port_open(self.host, self.port), timeout, self.daemon.name,
                      self.daemon.alive)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - stop it whatever failed; re-raised
             self.daemon.stop()
             raise self.daemon.fail(str(exc)) from None
 

@@ -29,7 +29,7 @@ class InitiatorError(Exception):
 
 
 def _run(argv: list[str]) -> str:
-    result = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=60)  # noqa: S603 - argv built here
     if result.returncode != 0:
         raise InitiatorError("failed", f"{argv[0]} failed: {result.stderr.strip()}")
     return result.stdout

@@ -32,7 +32,7 @@ def default_filter_dir() -> Path:
 
 def ensure_built() -> Path:
     """Run the native build (fast when nothing changed); return the build dir."""
-    subprocess.run(["make", "-s", "-C", str(NATIVE_DIR)], check=True)
+    subprocess.run(["make", "-s", "-C", str(NATIVE_DIR)], check=True)  # noqa: S603, S607 - fixed argv, no shell
     return BUILD_DIR
 
 

@@ -73,7 +73,7 @@ class Daemon:
         stdin = subprocess.DEVNULL if self.stdin is None else _memory_file(self.stdin)
         try:
             with open(self.log_path, "ab") as log:
-                self.proc = subprocess.Popen(  # argv list, no shell
+                self.proc = subprocess.Popen(  # noqa: S603 - argv list, no shell
                     self.argv, stdin=stdin, stdout=log, stderr=subprocess.STDOUT,
                     start_new_session=True)
         finally:

@@ -148,7 +148,7 @@ class VolumeManager:
             record = VolumeRecord(name, str(backing), spec, items, tid, iqn)
             try:
                 self.exporter.up(record)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - the RPC reports any exporter error
                 raise VolumeError("failed", redact_text(
                     f"could not export volume {name!r}: {exc}", spec)) from None
             self.records[name] = record
@@ -161,7 +161,7 @@ class VolumeManager:
                 raise VolumeError("not_found", f"no volume {name!r}")
             try:
                 self.exporter.down(self.records[name])
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - the RPC reports any exporter error
                 raise VolumeError("failed", f"could not unexport volume {name!r}: {exc}") \
                     from None
             del self.records[name]
@@ -182,7 +182,7 @@ class VolumeManager:
             try:
                 self.exporter.up(record)
                 self.records[record.name] = record
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - the RPC reports any exporter error
                 problems.append(redact_text(f"volume {record.name!r} not restored: {exc}",
                                             record.spec))
         self._save()
@@ -195,7 +195,7 @@ class VolumeManager:
             for name in self.exporter.exported():
                 try:
                     self.exporter.down(self.records[name])
-                except Exception as exc:
+                except Exception as exc:  # noqa: BLE001 - report it, stop the others
                     problems.append(f"volume {name!r}: {exc}")
         return problems
 

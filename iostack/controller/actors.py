@@ -130,7 +130,7 @@ class ActorManager:
                 try:
                     self._run(record, state, interval, groups)
                     state.pop("error", None)
-                except Exception as exc:  # noqa: BLE001 - isolate actors from each other
+                except Exception as exc:  # isolate actors from each other
                     LOG.exception("actor of policy %s failed", record["id"])
                     state["error"] = f"{type(exc).__name__}: {exc}"
                 state["interval"] = interval.start

@@ -59,9 +59,9 @@ class ControllerClient:
             headers["Content-Type"] = content_type
         if self.token:
             headers["X-Auth-Token"] = self.token
-        req = urllib.request.Request(url, data=data, method=method, headers=headers)
+        req = urllib.request.Request(url, data=data, method=method, headers=headers)  # noqa: S310 - the controller URL given
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:  # noqa: S310
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:  # noqa: S310 - the URL given
                 payload = resp.read()
                 kind = resp.headers.get_content_type()
         except urllib.error.HTTPError as exc:

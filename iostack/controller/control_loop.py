@@ -82,5 +82,5 @@ class ControlLoop:
         while not self._stop.wait(TICK):
             try:
                 self.aggregator.tick()
-            except Exception:  # noqa: BLE001 - the ticker must keep running
+            except Exception:  # the ticker must keep running
                 LOG.exception("closing metric intervals failed")

@@ -142,7 +142,7 @@ class StoreGuardian:
                 self.tick()
             except redis.RedisError as exc:
                 LOG.debug("guardian: policy store unreachable: %s", exc)
-            except Exception:  # noqa: BLE001 - the guardian must outlive any one failure
+            except Exception:  # the guardian must outlive any one failure
                 LOG.exception("guardian: unexpected error")
 
 

@@ -151,7 +151,6 @@ def openapi_document() -> dict[str, Any]:
                     "methods": {"type": "array", "items": {"type": "string"}},
                     "stages": {"type": "array", "items": {"enum": ["proxy", "object"]}},
                     "default_stage": {"type": "string"}, "changes_size": {"type": "boolean"},
-                    "needs_whole_stream": {"type": "boolean"},
                     "layout_group": {"type": "string", "nullable": True},
                     "runs_before": {"type": "array", "items": {"type": "string"}},
                     "sandboxable": {"type": "boolean"}, "extra": {"type": "object"}}},

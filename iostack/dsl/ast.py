@@ -14,10 +14,6 @@ from dataclasses import dataclass
 
 from iostack.dsl.units import Quantity
 
-# Target kinds, most general first; ``global`` is written ``FOR ALL``.
-TARGET_KINDS = ("global", "group", "tenant", "container", "object", "volume", "storage_group")
-COMPARISON_OPS = (">", ">=", "<", "<=", "==", "!=")
-
 
 @dataclass(frozen=True)
 class Value:

@@ -311,19 +311,40 @@ def sysmeta_int(sysmeta: Mapping[str, str], key: str, filter_name: str) -> int:
     return value
 
 
-class BytesSource:
+class RangedSource:
+    """What every ``ByteSource`` here shares: ``length`` and the checked ``read``.
+
+    A subclass sets ``_length`` (or overrides ``length``) and implements
+    ``_read`` for a non-empty ``[start, end)`` inside ``[0, length]``; ``read``
+    refuses any other range at once (``check_range``) and answers an empty
+    one with no bytes, without calling ``_read``.
+    """
+
+    _length: int
+
+    @property
+    def length(self) -> int:
+        return self._length
+
+    def read(self, start: int, end: int) -> Iterator[bytes]:
+        check_range(start, end, self.length)
+        if start == end:
+            return iter(())
+        return self._read(start, end)
+
+    def _read(self, start: int, end: int) -> Iterator[bytes]:
+        raise NotImplementedError
+
+
+class BytesSource(RangedSource):
     """A ``ByteSource`` over bytes in memory: for tests and small payloads."""
 
     def __init__(self, data: bytes, chunk_size: int = 65536) -> None:
         self._data = memoryview(bytes(data))
+        self._length = len(self._data)
         self._chunk_size = chunk_size
 
-    @property
-    def length(self) -> int:
-        return len(self._data)
-
-    def read(self, start: int, end: int) -> Iterator[bytes]:
-        check_range(start, end, self.length)
+    def _read(self, start: int, end: int) -> Iterator[bytes]:
         for pos in range(start, end, self._chunk_size):
             yield bytes(self._data[pos : min(end, pos + self._chunk_size)])
 

@@ -49,7 +49,7 @@ from iostack.filters.base import (
     ByteSource,
     FilterContext,
     FilterSpec,
-    check_range,
+    RangedSource,
     clip,
     reframe,
     split_exact,
@@ -294,7 +294,7 @@ class _Index:
         self.entries = entries
 
 
-class CompressionView:
+class CompressionView(RangedSource):
     """The original bytes of a compressed object, read frame by frame."""
 
     def __init__(self, lower: ByteSource, sysmeta: Mapping[str, str], context: FilterContext):
@@ -313,14 +313,7 @@ class CompressionView:
         self._inline_index = sysmeta.get("index")
         self._index: _Index | None = None
 
-    @property
-    def length(self) -> int:
-        return self._length
-
-    def read(self, start: int, end: int) -> Iterator[bytes]:
-        check_range(start, end, self._length)
-        if start == end:
-            return
+    def _read(self, start: int, end: int) -> Iterator[bytes]:
         index = self._load_index()
         first, last = start // self._frame_size, (end - 1) // self._frame_size
         stored = self._lower.read(index.offsets[first], index.offsets[last + 1])

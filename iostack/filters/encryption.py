@@ -36,7 +36,7 @@ from iostack.filters.base import (
     ByteSource,
     FilterContext,
     FilterSpec,
-    check_range,
+    RangedSource,
     clip,
     reframe,
     split_exact,
@@ -130,7 +130,7 @@ def stored_length(length: int, frame_size: int) -> int:
     return length + TAG_BYTES * max(1, -(-length // frame_size))
 
 
-class EncryptionView:
+class EncryptionView(RangedSource):
     """The plaintext of an encrypted object, decrypted frame by frame."""
 
     def __init__(self, lower: ByteSource, sysmeta: Mapping[str, str], context: FilterContext):
@@ -155,14 +155,7 @@ class EncryptionView:
         if sysmeta_int(sysmeta, "len", METADATA.name) != self._length:
             raise IntegrityError(f"{self._path}: encrypted object was truncated or extended")
 
-    @property
-    def length(self) -> int:
-        return self._length
-
-    def read(self, start: int, end: int) -> Iterator[bytes]:
-        check_range(start, end, self._length)
-        if start == end:
-            return
+    def _read(self, start: int, end: int) -> Iterator[bytes]:
         first, last = start // self._frame_size, (end - 1) // self._frame_size
         stored_end = min((last + 1) * self._block, self._lower.length)
         stored = self._lower.read(first * self._block, stored_end)

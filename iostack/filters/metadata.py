@@ -50,7 +50,6 @@ class FilterMetadata:
     - ``stages``: where it may run; ``default_stage`` where it runs unless a
       policy says ``ON PROXY``/``ON OBJECT``.
     - ``changes_size``: output length differs from input length.
-    - ``needs_whole_stream``: cannot work on a byte range of the object.
     - ``layout_group``: filters that define the stored byte layout in the same
       way (two compressors, say) share a group; two of them on one target conflict.
     - ``runs_before``: names of filters this one must precede on the write
@@ -65,7 +64,6 @@ class FilterMetadata:
     stages: frozenset[str] = frozenset({"proxy"})
     default_stage: str = "proxy"
     changes_size: bool = False
-    needs_whole_stream: bool = False
     layout_group: str | None = None
     runs_before: tuple[str, ...] = ()
     sandboxable: bool = False
@@ -94,6 +92,8 @@ class FilterMetadata:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> FilterMetadata:
         fields = dict(data)
+        # Declared by metadata written before it went (nothing ever read it).
+        fields.pop("needs_whole_stream", None)
         fields["params"] = tuple(
             Param(**(p | {"choices": tuple(p.get("choices", ()))})) for p in data.get("params", ())
         )

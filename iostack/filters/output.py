@@ -162,7 +162,8 @@ class ArrowStreamWriter(TableWriter):
         return self._sink.take()
 
     def write(self, table: pa.Table) -> bytes:
-        assert self._writer is not None, "begin() first"
+        if self._writer is None:
+            raise RuntimeError("ArrowStreamWriter: begin() first")
         if table.num_rows == 0:
             return b""
         self._writer.write_table(table)

@@ -256,7 +256,7 @@ class Aggregator:
             for listener in self._listeners:
                 try:
                     listener(interval)
-                except Exception:  # noqa: BLE001 - one listener must not starve others
+                except Exception:  # one listener must not starve others
                     LOG.exception("metric listener failed on interval %s", interval.start)
 
     # -- output -------------------------------------------------------------------

@@ -68,7 +68,7 @@ def source_id(stage: str, conf: dict[str, Any]) -> str:
     Each worker process of a proxy keeps its own counters and token buckets,
     so metrics and QoS assignments are per worker.
     """
-    return f"{stage}-{conf.get('bind_ip', '0.0.0.0')}:{conf.get('bind_port', '')}-{os.getpid()}"
+    return f"{stage}-{conf.get('bind_ip', '0.0.0.0')}:{conf.get('bind_port', '')}-{os.getpid()}"  # noqa: S104 - a name
 
 
 def connection_parameters(amqp_url: str) -> pika.URLParameters:
@@ -140,7 +140,7 @@ class _Reconnecting:
                 if connection is not None and connection.is_open:
                     try:
                         connection.close()
-                    except Exception:  # noqa: BLE001 - closing a broken connection
+                    except Exception:  # noqa: BLE001, S110 - closing a broken connection
                         pass
             delay = RECONNECT_DELAYS[min(failures, len(RECONNECT_DELAYS)) - 1] if failures else 0
             self._stop.wait(delay)
@@ -244,7 +244,7 @@ class Consumer(_Reconnecting):
         self.received += 1
         try:
             self.handler(routing_key, message)
-        except Exception:  # noqa: BLE001 - one bad message must not stop consumption
+        except Exception:  # one bad message must not stop consumption
             LOG.exception("%s: handler failed on a message on %s", self.name, routing_key)
 
 

@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from swift.common.utils import split_path
+from swift.common.utils import get_logger, split_path
 
 from iostack.monitoring.bus import PerWorker, Publisher, metrics_exchange, source_id
 from iostack.monitoring.counters import SCHEMA_VERSION, Key, Window
@@ -49,7 +49,9 @@ BACKGROUND_METHODS = ("REPLICATE", "SSYNC")
 class Reporter:
     """One worker's counters and the thread that publishes them every interval."""
 
-    def __init__(self, publisher: Publisher, source: str, stage: str, interval: float) -> None:
+    def __init__(self, publisher: Publisher, source: str, stage: str, interval: float,
+                 logger: logging.Logger | logging.LoggerAdapter = LOG) -> None:
+        self.logger = logger
         self.window = Window()
         self.publisher = publisher
         self.source = source
@@ -70,19 +72,19 @@ class Reporter:
             time.sleep(end - now)
             try:
                 self.flush(end - self.interval)
-            except Exception:  # noqa: BLE001 - the reporter must outlive any one failure
-                LOG.exception("IOStack metrics: could not publish a sample")
+            except Exception:  # the reporter must outlive any one failure
+                self.logger.exception("IOStack metrics: could not publish a sample")
 
     def flush(self, start: float) -> None:
         untracked = self.window.untracked
         samples = self.window.flush()
         if untracked:
-            LOG.warning("IOStack metrics: %d requests not counted: over the cap of %d "
+            self.logger.warning("IOStack metrics: %d requests not counted: over the cap of %d "
                         "targets per batch", untracked, self.window.max_targets)
         lost = self.publisher.lost_items - self._lost_reported
         if lost:
             self._lost_reported += lost
-            LOG.warning("IOStack metrics: %d samples lost (broker unreachable or slow); "
+            self.logger.warning("IOStack metrics: %d samples lost (broker unreachable or slow); "
                         "%d batches pending", lost, self.publisher.pending)
         self.publisher.publish(self.routing_key, {
             "v": SCHEMA_VERSION, "source": self.source, "stage": self.stage,
@@ -142,6 +144,7 @@ class MetricsMiddleware:
     def __init__(self, app: Any, conf: dict[str, Any]) -> None:
         self.app = app
         self.conf = conf
+        self.logger = get_logger(conf, log_route="iostack_metrics")
         self.stage = conf.get("stage", "proxy")
         if self.stage not in STAGES:
             raise ValueError(f"iostack_metrics: stage must be one of {STAGES}, "
@@ -158,7 +161,7 @@ class MetricsMiddleware:
         publisher = Publisher(self.amqp_url, self.exchange, buffer=self.buffer,
                               name=f"iostack-metrics-{self.stage}")
         reporter = Reporter(publisher, source_id(self.stage, self.conf), self.stage,
-                            self.interval)
+                            self.interval, self.logger)
         reporter.start()
         return reporter
 

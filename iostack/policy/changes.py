@@ -72,7 +72,7 @@ class Subscription:
             except (redis.RedisError, OSError) as exc:
                 LOG.warning("%s: channel %s lost (%s); its cache is bypassed",
                             self.name, self.channel, exc)
-            except Exception:  # noqa: BLE001 - the listener must survive a bad callback
+            except Exception:  # the listener must survive a bad callback
                 LOG.exception("%s: listener failed; its cache is bypassed", self.name)
             finally:
                 self._active.clear()

@@ -68,8 +68,6 @@ from pyspark.sql.datasource import (
 STRING = "string"
 INTEGER_KINDS = frozenset({"byte", "short", "int", "long"})
 DOUBLE = "double"
-FLOAT = "float"
-BOOLEAN = "boolean"
 
 _COMPARISON_OPS: dict[type, str] = {
     EqualTo: "=",

@@ -73,7 +73,7 @@ class IOStackReader(DataSourceReader):
         return splits
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, ObjectSplit)
+        assert isinstance(partition, ObjectSplit)  # noqa: S101 - Spark hands back what we planned
         if self.settings.pushdown:
             yield from self._read_selected(partition)
         else:

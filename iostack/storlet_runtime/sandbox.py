@@ -71,6 +71,7 @@ SANDBOX_PYTHON_DIR = SANDBOX_LIB_DIR + "/python"
 SANDBOX_PACKAGE_DIR = SANDBOX_LIB_DIR + "/packages"
 SANDBOX_STORLET_DIR = "/var/lib/storlets"
 SANDBOX_CHANNEL_DIR = "/mnt/channels"
+SANDBOX_TMP = "/tmp"  # noqa: S108 - a private tmpfs, mounted by bwrap for the sandbox alone
 FACTORY_PIPE = SANDBOX_CHANNEL_DIR + "/factory_pipe"
 LOG_SOCKET = SANDBOX_CHANNEL_DIR + "/log"
 FACTORY_MODULE = "storlets.agent.daemon_factory"
@@ -113,7 +114,7 @@ def bwrap_command(cfg: SandboxConfig, scope: str, host_storlet_dir: str, contain
             filesystem += ["--symlink", f"usr/{link}", f"/{link}"]
     filesystem += [
         "--proc", "/proc", "--dev", "/dev",
-        "--size", str(cfg.tmp_size), "--tmpfs", "/tmp",
+        "--size", str(cfg.tmp_size), "--tmpfs", SANDBOX_TMP,
         # Hide the host's /usr/local and lay out only what the agent needs there.
         "--tmpfs", "/usr/local",
         "--ro-bind", cfg.libsbus_path, f"{SANDBOX_LIB_DIR}/libsbus.so",
@@ -136,9 +137,9 @@ def bwrap_command(cfg: SandboxConfig, scope: str, host_storlet_dir: str, contain
         "--clearenv",
         "--setenv", "PYTHONPATH", ":".join(python_dirs),
         "--setenv", "PATH", "/usr/bin:/bin",
-        "--setenv", "HOME", "/tmp",
+        "--setenv", "HOME", SANDBOX_TMP,
         "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
-        "--chdir", "/tmp",
+        "--chdir", SANDBOX_TMP,
     ]
     agent = [cfg.python, "-m", AGENT_MODULE, LOG_SOCKET, "--",
              cfg.python, "-m", FACTORY_MODULE, FACTORY_PIPE, log_level, container_name]
@@ -298,7 +299,7 @@ class ScopeSandbox:
                 proc = subprocess.Popen(  # noqa: S603 - argv built from config, no shell
                     argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err, close_fds=True,
                     pass_fds=(seccomp_fd,), start_new_session=True,
-                    preexec_fn=enter,  # noqa: PLW1509 - must run as root before the exec
+                    preexec_fn=enter,  # preexec_fn: must run as root before the exec
                 )
         finally:
             os.close(seccomp_fd)

@@ -25,7 +25,6 @@ from pathlib import Path
 
 from iostack.storlet_runtime.config import DEFAULT_LIBSBUS
 
-FILTER_NAME = "storlet_handler"
 STORLET_CONTAINER = "storlet"
 DEPENDENCY_CONTAINER = "dependency"
 LOG_CONTAINER = "storletlog"

@@ -16,6 +16,7 @@ Grouped by feature, as Swift groups ``crypto/``:
   ``invalidation`` (across proxies), ``store`` (the entries on disk).
 - ``qos`` (``iostack_qos``): bandwidth and operation-rate shaping.
 - ``shared_reader``: one policy reader per worker process, shared by the above.
+- ``streams``: response-body helpers they share.
 
 The request view and the policy reader they share are in ``iostack.policy``.
 """

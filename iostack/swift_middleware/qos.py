@@ -36,7 +36,6 @@ shaping is never a reason to refuse data.
 
 from __future__ import annotations
 
-import logging
 import math
 import threading
 import time
@@ -45,14 +44,13 @@ from typing import Any
 
 import eventlet
 from swift.common.swob import Response
+from swift.common.utils import get_logger
 
 from iostack.filters.bandwidth import DIRECTIONS, scope_of
 from iostack.monitoring.bus import Consumer, PerWorker, qos_exchange, source_id
 from iostack.policy.reader import PolicyStoreUnavailable
 from iostack.policy.view import RequestView, view_for
 from iostack.swift_middleware.shared_reader import reader_settings, shared_reader
-
-LOG = logging.getLogger(__name__)
 
 
 class TokenBucket:
@@ -174,6 +172,7 @@ class QosMiddleware:
     def __init__(self, app: Any, conf: dict[str, Any]) -> None:
         self.app = app
         self.conf = conf
+        self.logger = get_logger(conf, log_route="iostack_qos")
         self.reader_settings = reader_settings(conf)
         self.amqp_url = conf.get("amqp_url")
         self.exchange = qos_exchange(conf.get("namespace", "iostack"))
@@ -201,7 +200,7 @@ class QosMiddleware:
             pipeline = view.resolution(shared_reader(self.reader_settings)).pipeline
         except PolicyStoreUnavailable as exc:
             # QoS fails open: serving unshaped loses no data (docs/datapath.md).
-            LOG.error("IOStack QoS: policy lookup for %s failed: %s", view.path_info, exc)
+            self.logger.error("IOStack QoS: policy lookup for %s failed: %s", view.path_info, exc)
             return view.account, None
         for entry in pipeline:
             if entry.filter == "bandwidth":

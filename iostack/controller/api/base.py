@@ -21,7 +21,7 @@ from iostack.policy.keys import KeySpace
 from iostack.policy.reader import PolicyStoreUnavailable
 
 LOG = logging.getLogger(__package__)
-SECRET = "***"
+SECRET = "***"  # noqa: S105 - the mask shown for secret parameters, not a password
 
 
 class Controller:

@@ -53,7 +53,9 @@ class InvalidationBus:
 
     def __init__(self, redis_url: str, prefix: str, on_path: Callable[[str], None],
                  on_reset: Callable[[], None], subscribe: bool = True,
-                 client_name: str = CLIENT_NAME) -> None:
+                 client_name: str = CLIENT_NAME,
+                 logger: logging.Logger | logging.LoggerAdapter = LOG) -> None:
+        self.logger = logger
         self.channel = KeySpace(prefix).cache_invalidate
         # Named, so that an operator can tell the cache's subscriptions apart.
         self.redis = redis.Redis.from_url(redis_url, socket_timeout=5, health_check_interval=30,
@@ -109,7 +111,7 @@ class InvalidationBus:
         except (redis.RedisError, OSError) as exc:
             # The write itself succeeded; other proxies keep serving their
             # entry until their own subscription drops and resets them.
-            LOG.error("IOStack cache: could not publish invalidation of %s: %s", path, exc)
+            self.logger.error("IOStack cache: could not publish invalidation of %s: %s", path, exc)
             return False
 
     def _reset(self) -> None:
@@ -125,7 +127,7 @@ class InvalidationBus:
         except UnicodeDecodeError:
             path = ""
         if not valid_path(path):
-            LOG.warning("IOStack cache: ignoring invalidation message %r", data[:100])
+            self.logger.warning("IOStack cache: ignoring invalidation message %r", data[:100])
             return
         self.changed(path)
 

@@ -56,7 +56,6 @@ Modules: ``cache_policy`` (what is cached, entry versions), ``cache_worker``
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 import time
@@ -67,10 +66,11 @@ from eventlet import spawn, spawn_n
 from eventlet.greenthread import GreenThread
 from swift.common.request_helpers import resolve_etag_is_at_header, resolve_ignore_range_header
 from swift.common.swob import Request, Response
-from swift.common.utils import close_if_possible
+from swift.common.utils import close_if_possible, get_logger
 from swift.common.wsgi import make_subrequest
 from swift.proxy.controllers.base import get_container_info
 
+from iostack.filters.records import prepend
 from iostack.policy.reader import PolicyReader
 from iostack.policy.view import view_for
 from iostack.swift_middleware.cache.policy import CachingPolicy, caching_rules
@@ -80,8 +80,6 @@ from iostack.swift_middleware.enforce.decode import ViewAppIter
 from iostack.swift_middleware.enforce.source import SWIFT_SOURCE as DECODER_SOURCE
 from iostack.swift_middleware.enforce.source import ObjectChanged, SwiftObjectSource
 from iostack.swift_middleware.shared_reader import reader_settings, shared_reader
-
-LOG = logging.getLogger(__name__)
 
 DEFAULT_CACHE_DIR = "/var/cache/iostack/proxy"
 DEFAULT_CACHE_SIZE = 1 << 30
@@ -125,10 +123,7 @@ class _Tail:
         try:
             if pending is not None and pending[:2] == (start, end):
                 self._pending = None
-                first = pending[3].wait()
-                if first:
-                    yield first
-                yield from pending[2]
+                yield from prepend(pending[3].wait(), pending[2])
             else:
                 self.close()
                 yield from self.source.read(start, end)
@@ -188,6 +183,7 @@ def _object_length(content_range: str) -> int | None:
 class IOStackCacheMiddleware:
     def __init__(self, app, conf: dict[str, Any]) -> None:
         self.app = app
+        self.logger = get_logger(conf, log_route="iostack_cache")
         self.reader_settings = reader_settings(conf)
         self.cache_dir = conf.get("cache_dir", DEFAULT_CACHE_DIR)
         size = str(conf.get("cache_size", DEFAULT_CACHE_SIZE))
@@ -215,7 +211,7 @@ class IOStackCacheMiddleware:
             if cache is None:
                 cache = self._workers[pid] = WorkerCache(
                     self.cache_dir, self.cache_size, self.reader_settings["redis_url"],
-                    self.reader_settings["prefix"])
+                    self.reader_settings["prefix"], self.logger)
                 created = True
             else:
                 created = False
@@ -250,7 +246,7 @@ class IOStackCacheMiddleware:
         try:
             concerned = bool(caching_rules(self._lookup_policies(req)[0]))
         except Exception as exc:  # noqa: BLE001 - unknown policies: assume cached somewhere
-            LOG.warning("IOStack cache: policy lookup for %s failed: %s", req.path, exc)
+            self.logger.warning("IOStack cache: policy lookup for %s failed: %s", req.path, exc)
             concerned = True
         if not concerned:
             # No caching rule applies: no entry of the current rules can exist
@@ -273,7 +269,7 @@ class IOStackCacheMiddleware:
         try:
             policy = CachingPolicy.of(req.path, *self._lookup_policies(req))
         except Exception as exc:  # noqa: BLE001 - any Redis failure: no caching, plain read
-            LOG.warning("IOStack cache: policy lookup for %s failed: %s", req.path, exc)
+            self.logger.warning("IOStack cache: policy lookup for %s failed: %s", req.path, exc)
             return self.app
         if policy is None:
             return self.app
@@ -342,8 +338,8 @@ class IOStackCacheMiddleware:
                     pass
             else:
                 close_if_possible(resp.app_iter)
-        except Exception:  # noqa: BLE001 - a side fill must never disturb the proxy
-            LOG.exception("IOStack cache: background fill of %s failed", path)
+        except Exception:  # a side fill must never disturb the proxy
+            self.logger.exception("IOStack cache: background fill of %s failed", path)
         finally:
             cache.release(path)
 

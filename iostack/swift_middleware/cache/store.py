@@ -45,7 +45,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from iostack.filters.base import ByteSource, check_range
+from iostack.filters.base import ByteSource, RangedSource
 from iostack.filters.errors import ConfigError
 
 KIB = 1024
@@ -64,14 +64,11 @@ _SCHEMA = (
 )
 
 
-class CachedHead:
-    """An open cache entry: a ``ByteSource`` over the cached first bytes of an object."""
+class CachedBytes(RangedSource):
+    """The cached first ``cached`` bytes of an object of ``object_length`` bytes."""
 
-    def __init__(self, fd: int, data_offset: int, object_length: int, cached: int) -> None:
-        self._fd = fd
-        self._offset = data_offset
-        self.object_length = object_length
-        self.cached = cached
+    cached: int
+    object_length: int
 
     @property
     def length(self) -> int:
@@ -81,8 +78,17 @@ class CachedHead:
     def complete(self) -> bool:
         return self.cached == self.object_length
 
-    def read(self, start: int, end: int) -> Iterator[bytes]:
-        check_range(start, end, self.cached)
+
+class CachedHead(CachedBytes):
+    """An open cache entry: a ``ByteSource`` over the cached first bytes of an object."""
+
+    def __init__(self, fd: int, data_offset: int, object_length: int, cached: int) -> None:
+        self._fd = fd
+        self._offset = data_offset
+        self.object_length = object_length
+        self.cached = cached
+
+    def _read(self, start: int, end: int) -> Iterator[bytes]:
         pos = start
         while pos < end:
             data = os.pread(self._fd, min(_READ_CHUNK, end - pos), self._offset + pos)
@@ -103,7 +109,7 @@ class CachedHead:
         self.close()
 
 
-class HeadCachedSource:
+class HeadCachedSource(RangedSource):
     """A whole object: the cached head from flash, the rest from ``lower`` (the object servers).
 
     The middleware should send the tail request with ``If-Match`` on the cached
@@ -118,8 +124,7 @@ class HeadCachedSource:
     def length(self) -> int:
         return self._head.object_length
 
-    def read(self, start: int, end: int) -> Iterator[bytes]:
-        check_range(start, end, self.length)
+    def _read(self, start: int, end: int) -> Iterator[bytes]:
         cached = self._head.cached
         if start < cached:
             yield from self._head.read(start, min(end, cached))

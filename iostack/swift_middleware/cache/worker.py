@@ -25,10 +25,9 @@ from collections.abc import Iterator
 from eventlet import patcher
 from swift.common.utils import close_if_possible
 
-from iostack.filters.base import check_range
 from iostack.filters.errors import ConfigError
 from iostack.swift_middleware.cache.invalidation import InvalidationBus
-from iostack.swift_middleware.cache.store import CachedHead, CacheFill, CacheStore
+from iostack.swift_middleware.cache.store import CachedBytes, CachedHead, CacheFill, CacheStore
 
 LOG = logging.getLogger(__name__)
 
@@ -51,7 +50,7 @@ def encode_headers(headers: dict[str, str]) -> bytes:
     return _LENGTH.pack(len(data)) + data
 
 
-class CachedObject:
+class CachedObject(CachedBytes):
     """An open entry: the stored headers and a ``ByteSource`` over the cached body bytes."""
 
     def __init__(self, head: CachedHead) -> None:
@@ -67,16 +66,7 @@ class CachedObject:
         self.cached = head.cached - self._offset
         self.object_length = head.object_length - self._offset
 
-    @property
-    def length(self) -> int:
-        return self.cached
-
-    @property
-    def complete(self) -> bool:
-        return self.cached == self.object_length
-
-    def read(self, start: int, end: int) -> Iterator[bytes]:
-        check_range(start, end, self.cached)
+    def _read(self, start: int, end: int) -> Iterator[bytes]:
         return self._head.read(self._offset + start, self._offset + end)
 
     def close(self) -> None:
@@ -94,7 +84,10 @@ class WorkerCache:
     a cache that misses.
     """
 
-    def __init__(self, cache_dir: str, cache_size: int, redis_url: str, prefix: str) -> None:
+    def __init__(self, cache_dir: str, cache_size: int, redis_url: str, prefix: str,
+                 logger: logging.Logger | logging.LoggerAdapter = LOG) -> None:
+        """``logger``: the middleware's (Swift's ``get_logger``), so lines carry its name."""
+        self.logger = logger
         self.store: CacheStore | None = None
         # A worker's green threads share one OS thread and never switch inside a
         # store call (SQLite and file calls do not yield): one SQLite connection
@@ -105,9 +98,9 @@ class WorkerCache:
         try:
             self.store = CacheStore(cache_dir, cache_size, thread_local)
         except CACHE_ERRORS as exc:
-            LOG.error("IOStack cache disabled: %s", exc)
+            logger.error("IOStack cache disabled: %s", exc)
         self.bus = InvalidationBus(redis_url, prefix, self.drop, self._clear,
-                                   subscribe=self.store is not None)
+                                   subscribe=self.store is not None, logger=logger)
         self._background: set[str] = set()
 
     @property
@@ -122,13 +115,13 @@ class WorkerCache:
             if head is None:
                 return None
         except CACHE_ERRORS as exc:
-            LOG.warning("IOStack cache: lookup of %s failed (a miss): %s", path, exc)
+            self.logger.warning("IOStack cache: lookup of %s failed (a miss): %s", path, exc)
             return None
         try:
             return CachedObject(head)
         except (ValueError, struct.error, OSError) as exc:
             head.close()
-            LOG.warning("IOStack cache: dropping unreadable entry of %s: %s", path, exc)
+            self.logger.warning("IOStack cache: dropping unreadable entry of %s: %s", path, exc)
             self.drop(path)
             return None
 
@@ -143,7 +136,7 @@ class WorkerCache:
                 return None  # larger than the whole cache
             fill.write(prefix)
         except CACHE_ERRORS as exc:
-            LOG.warning("IOStack cache: cannot fill %s: %s", path, exc)
+            self.logger.warning("IOStack cache: cannot fill %s: %s", path, exc)
             return None
         return Filler(self, fill, ticket)
 
@@ -179,7 +172,7 @@ class WorkerCache:
             self.store.invalidate(path)
         except CACHE_ERRORS as exc:
             # A stale entry could outlive its invalidation: stop using the cache.
-            LOG.error("IOStack cache disabled: invalidating %s failed: %s", path, exc)
+            self.logger.error("IOStack cache disabled: invalidating %s failed: %s", path, exc)
             self.store = None
 
     def _clear(self) -> None:
@@ -213,7 +206,7 @@ class Filler:
                 fill, self.fill = self.fill, None
                 self.cache.commit(fill, self.ticket)
         except CACHE_ERRORS as exc:
-            LOG.warning("IOStack cache: fill failed (response unaffected): %s", exc)
+            self.cache.logger.warning("IOStack cache: fill failed (response unaffected): %s", exc)
             self.abort()
 
     def abort(self) -> None:
@@ -222,4 +215,4 @@ class Filler:
             try:
                 fill.abort()
             except CACHE_ERRORS as exc:
-                LOG.warning("IOStack cache: dropping a fill failed: %s", exc)
+                self.cache.logger.warning("IOStack cache: dropping a fill failed: %s", exc)

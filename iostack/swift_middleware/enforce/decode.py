@@ -26,6 +26,7 @@ from swift.common.utils import close_if_possible
 
 from iostack.filters.base import ByteSource, FilterContext
 from iostack.filters.errors import FilterError, IntegrityError
+from iostack.filters.records import prepend
 from iostack.filters.registry import get_filter
 from iostack.swift_middleware.enforce.record import (
     AppliedFilter,
@@ -39,6 +40,7 @@ from iostack.swift_middleware.enforce.sandbox_object import (
 )
 from iostack.swift_middleware.enforce.sandboxed import SandboxedView, is_sandboxed
 from iostack.swift_middleware.enforce.source import SwiftObjectSource
+from iostack.swift_middleware.streams import closing
 
 # Headers of the stored representation that must not reach the client as they are.
 _STORED_ONLY = ("Content-Length", "Content-Range", "Etag", "Accept-Ranges")
@@ -116,16 +118,7 @@ class FirstBytesFirst:
                 else HTTPServiceUnavailable
             return error(body=f"{exc}\n", content_type="text/plain")(env, start_response)
         start_response(*held[0])
-        return _with_first(first, chunks, body)
-
-
-def _with_first(first: bytes, rest: Iterator[bytes], body: Any) -> Iterator[bytes]:
-    try:
-        if first:
-            yield first
-        yield from rest
-    finally:
-        close_if_possible(body)
+        return closing(prepend(first, chunks), body)
 
 
 def is_filtered(resp: Response, layer: Layer) -> bool:

@@ -39,7 +39,7 @@ from swift.common.swob import (
     normalize_etag,
     wsgify,
 )
-from swift.common.utils import list_from_csv, split_path
+from swift.common.utils import get_logger, list_from_csv, split_path
 from swift.obj.server import iter_mime_headers_and_bodies
 
 from iostack.filters.base import FilterContext, KeyProvider
@@ -187,6 +187,7 @@ class ObjectStagePut:
 class IOStackObjectMiddleware:
     def __init__(self, app, conf: dict[str, Any]) -> None:
         self.app = app
+        self.logger = get_logger(conf, log_route="iostack_object")
         self.keys: KeyProvider | None = (
             KeyFileProvider(conf["key_file"]) if conf.get("key_file") else None)
 
@@ -236,6 +237,7 @@ class IOStackObjectMiddleware:
             stage = ObjectStagePut(req, encoders)
             stage.install()
         except (ValueError, KeyError, TypeError, FilterError) as exc:
+            self.logger.error("IOStack object stage: refusing PUT %s: %s", req.path, exc)
             return HTTPInternalServerError(
                 request=req, body=f"IOStack object stage: {exc}", content_type="text/plain")
         except HTTPException as error:

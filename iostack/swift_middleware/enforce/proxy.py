@@ -36,7 +36,6 @@ as Storlets runs GET storlets (``sandbox_on_object``), unless
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -75,8 +74,6 @@ from iostack.swift_middleware.enforce.record import (
 from iostack.swift_middleware.enforce.sandbox_object import STAGES as SANDBOXED_DECODE_STAGES
 from iostack.swift_middleware.enforce.sandboxed import SandboxedEncoder
 from iostack.swift_middleware.shared_reader import reader_settings, shared_reader
-
-LOG = logging.getLogger(__name__)
 
 
 def _carries_no_data(req: Request) -> bool:

@@ -33,7 +33,7 @@ from typing import Any
 
 from swift.common.utils import close_if_possible
 
-from iostack.filters.base import FilterContext, check_range
+from iostack.filters.base import FilterContext
 from iostack.filters.errors import FilterError, IntegrityError
 from iostack.storlet_runtime.packaging import storlet_run_headers
 from iostack.swift_middleware.enforce.sandboxed import SandboxedView, exactly
@@ -55,10 +55,7 @@ class ObjectNodeSandboxedView(SandboxedView):
         # a fallback read asks for it again.
         source.close()
 
-    def read(self, start: int, end: int) -> Iterator[bytes]:
-        check_range(start, end, self.length)
-        if start == end:
-            return
+    def _read(self, start: int, end: int) -> Iterator[bytes]:
         headers = storlet_run_headers(
             self.storlet, "decode", sysmeta=self.filter_sysmeta, byte_range=(start, end),
             account=self.context.account, container=self.context.container,
@@ -73,7 +70,7 @@ class ObjectNodeSandboxedView(SandboxedView):
         if "Content-Length" in resp.headers:
             # The object server did not run it (see the module docstring).
             close_if_possible(resp.app_iter)
-            yield from super().read(start, end)
+            yield from super()._read(start, end)
             return
         try:
             yield from exactly(resp.app_iter, end - start,
@@ -92,7 +89,7 @@ class ObjectNodeSandboxedView(SandboxedView):
             options["X-Storlet-X-Timestamp"] = registration["x-timestamp"]
             if self.code_sha256:  # the object servers' gateway checks the code it runs
                 options["X-Storlet-Code-Sha256"] = self.code_sha256
-        except Exception as exc:  # noqa: BLE001 - the internal client's errors have many types
+        except Exception as exc:  # the internal client's errors have many types
             raise FilterError(f"sandboxed filter {self.storlet}: no usable registration: "
                               f"{exc}") from exc
         return options

@@ -44,7 +44,7 @@ from typing import Any
 from swift.common.swob import HTTPException
 from swift.common.utils import close_if_possible
 
-from iostack.filters.base import ByteSource, FilterContext, check_range
+from iostack.filters.base import ByteSource, FilterContext, RangedSource
 from iostack.filters.errors import FilterError, FilterUnavailable
 from iostack.filters.metadata import FilterMetadata
 from iostack.storlet_runtime.packaging import filter_storlet, storlet_name
@@ -114,7 +114,7 @@ class SandboxedEncoder:
                 _call_params("encode", self.context, params=json.dumps(self.params)),
                 self._counted(chunks), code_sha256=self.code_sha256)
             sysmeta = json.loads(metadata.get("Iostack-Sysmeta", "{}"))
-        except Exception as exc:  # noqa: BLE001 - the gateway's errors have many types
+        except Exception as exc:  # the gateway's errors have many types
             raise _failed(self.storlet, exc) from exc
         if not isinstance(sysmeta, dict):
             raise FilterError(f"sandboxed filter {self.storlet}: Iostack-Sysmeta is not an object")
@@ -136,7 +136,7 @@ class SandboxedEncoder:
                 LENGTH_KEY: str(self.consumed), CODE_KEY: self.code_sha256}
 
 
-class SandboxedView:
+class SandboxedView(RangedSource):
     """Read path: each read streams the lower bytes through the sandbox with a range."""
 
     def __init__(self, runner: Any, lower: ByteSource, sysmeta: dict[str, str],
@@ -153,21 +153,14 @@ class SandboxedView:
         self.code_sha256 = sysmeta.get(CODE_KEY) or None
         self.filter_sysmeta = {k: v for k, v in sysmeta.items() if not k.startswith("iostack.")}
 
-    @property
-    def length(self) -> int:
-        return self._length
-
-    def read(self, start: int, end: int) -> Iterator[bytes]:
-        check_range(start, end, self._length)
-        if start == end:
-            return
+    def _read(self, start: int, end: int) -> Iterator[bytes]:
         try:
             _metadata, output = self.runner.run(
                 self.context.account, self.storlet,
                 _call_params("decode", self.context, sysmeta=json.dumps(self.filter_sysmeta),
                              range=f"{start}-{end}", length=str(self.lower.length)),
                 self.lower.read(0, self.lower.length), code_sha256=self.code_sha256)
-        except Exception as exc:  # noqa: BLE001 - the gateway's errors have many types
+        except Exception as exc:  # the gateway's errors have many types
             raise _failed(self.storlet, exc) from exc
         yield from exactly(output, end - start, f"sandboxed filter {self.storlet} decoding")
 

@@ -17,8 +17,9 @@ from swift.common.swob import Request, Response, wsgi_quote
 from swift.common.utils import close_if_possible
 from swift.common.wsgi import make_subrequest
 
-from iostack.filters.base import check_range
+from iostack.filters.base import RangedSource
 from iostack.filters.errors import IntegrityError
+from iostack.filters.records import prepend
 
 SWIFT_SOURCE = "IOS"  # marks our sub-requests in the proxy log
 POLICY_INDEX = "X-Backend-Storage-Policy-Index"
@@ -28,7 +29,7 @@ class ObjectChanged(IntegrityError):
     """The object was overwritten while it was being read."""
 
 
-class SwiftObjectSource:
+class SwiftObjectSource(RangedSource):
     """Random access to one stored object version."""
 
     def __init__(self, app, request: Request, length: int, stored_etag: str,
@@ -47,16 +48,8 @@ class SwiftObjectSource:
         self._body = iter(body) if body is not None else None
         self._body_obj = body
         self._body_pos = 0
-        self.subrequests = 0
 
-    @property
-    def length(self) -> int:
-        return self._length
-
-    def read(self, start: int, end: int) -> Iterator[bytes]:
-        check_range(start, end, self._length)
-        if start == end:
-            return iter(())
+    def _read(self, start: int, end: int) -> Iterator[bytes]:
         if self._body is not None and start == self._body_pos:
             return self._read_body(end)
         return self._read_ranged(start, end)
@@ -70,14 +63,13 @@ class SwiftObjectSource:
             take = min(len(chunk), end - self._body_pos)
             if take < len(chunk):
                 # Keep the rest for the next sequential read.
-                self._body = _prepend(chunk[take:], self._body)
+                self._body = prepend(chunk[take:], self._body)
                 chunk = chunk[:take]
             self._body_pos += take
             yield chunk
 
     def pinned_get(self, headers: dict[str, str]) -> Response:
         """A GET sub-request of this object version with ``headers``; a 2xx response."""
-        self.subrequests += 1
         sub = make_subrequest(
             self.request.environ, method="GET", path=wsgi_quote(self.request.path_info),
             headers={**headers, **self.pin}, swift_source=SWIFT_SOURCE,
@@ -114,8 +106,3 @@ class SwiftObjectSource:
         if self._body_obj is not None:
             close_if_possible(self._body_obj)
             self._body = self._body_obj = None
-
-
-def _prepend(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
-    yield first
-    yield from rest

@@ -21,7 +21,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from eventlet import tpool
 from swift.common.swob import Request, Response
@@ -31,6 +30,7 @@ from iostack.filters.base import Selection
 from iostack.filters.errors import FilterError, ParamError
 from iostack.filters.output import CONTENT_TYPES
 from iostack.filters.records import RecordBlocks, fetch_start, prepend
+from iostack.swift_middleware.streams import closing
 
 Fetch = Callable[[str | None], Response]
 
@@ -206,11 +206,3 @@ class Selecting:
         tail = self.selections[-1].end()  # an Arrow stream's end marker
         if tail:
             yield tail
-
-
-def closing(chunks: Iterator[bytes], source: Any) -> Iterator[bytes]:
-    """``chunks``, then ``source`` closed (however the iteration ends)."""
-    try:
-        yield from chunks
-    finally:
-        close_if_possible(source)

@@ -46,7 +46,7 @@ from swift.common.swob import (
     Response,
     wsgify,
 )
-from swift.common.utils import split_path
+from swift.common.utils import get_logger, split_path
 from swift.common.wsgi import make_subrequest
 
 from iostack.filters.base import FilterContext, Selection
@@ -150,6 +150,7 @@ def _framed(selecting: Selecting | ParquetSelecting, start: int, end: int | None
 class ObjectSelectMiddleware:
     def __init__(self, app: Any, conf: dict[str, Any]) -> None:
         self.app = app
+        self.logger = get_logger(conf, log_route="iostack_select_object")
         self.selecting_args = {"max_first_line": int(conf.get("max_first_line", 1 << 20)),
                                "keepalive": float(conf.get("keepalive", 2)),
                                "limits": ParquetLimits.from_conf(conf)}
@@ -175,6 +176,8 @@ class ObjectSelectMiddleware:
             selections = [spec.selection(params, context)
                           for spec, (_, params) in zip(specs, filters, strict=True)]
         except (ValueError, FilterError, UnknownFilterError) as exc:
+            # The proxy checked the request: a refusal here means the two disagree.
+            self.logger.warning("IOStack select: refusing %s: %s", req.path, exc)
             return HTTPBadRequest(request=req, body=f"IOStack: {exc}".encode())
         return ObjectSelect(self.app, req, self.selecting_args).answer(
             selections, [spec.name for spec in specs], start, end, self.padding)

@@ -59,14 +59,19 @@ the matching ``Content-Type``.
 plus the policy-reader options of ``policies`` (``redis_url``, ``key_prefix``...).
 A failed policy lookup is logged and the request is served without the
 policy's selection: policies here shape answers, they are not access control.
+
+What it offers (record filters, answer formats, limits) is registered with
+``register_swift_info`` under ``iostack_select``, so clients find it in the
+proxy's ``GET /info`` (``docs/filters.md``).
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
+from dataclasses import asdict
 from typing import Any
 
+from swift.common.registry import register_swift_info
 from swift.common.swob import (
     HTTPBadRequest,
     HTTPServiceUnavailable,
@@ -74,17 +79,18 @@ from swift.common.swob import (
     Response,
     wsgify,
 )
-from swift.common.utils import close_if_possible, config_true_value, split_path
+from swift.common.utils import close_if_possible, config_true_value, get_logger, split_path
 from swift.common.wsgi import make_subrequest
 
 from iostack.filters.base import FilterContext, FilterSpec
 from iostack.filters.errors import FilterError, UnknownFilterError
+from iostack.filters.output import FORMATS
 from iostack.filters.parquet_select import ParquetLimits
 from iostack.filters.records import prepend
 from iostack.filters.registry import filter_names, get_filter
 from iostack.policy.reader import PolicyStoreUnavailable
 from iostack.policy.view import RequestView, view_for
-from iostack.swift_middleware.select.engine import SelectError, closing, record_range
+from iostack.swift_middleware.select.engine import SelectError, record_range
 from iostack.swift_middleware.select.frames import (
     BACKEND_SELECTED_HEADER,
     DECLINED_HEADER,
@@ -96,14 +102,15 @@ from iostack.swift_middleware.select.frames import (
 )
 from iostack.swift_middleware.select.parquet import selecting_for
 from iostack.swift_middleware.shared_reader import reader_settings, shared_reader
+from iostack.swift_middleware.streams import closing
 
-LOG = logging.getLogger(__name__)
 FILTER_HEADER = "X-Iostack-Filter"
 PARAM_HEADER_PREFIX = "X-Iostack-Param-"
 QUERY_PREFIX = "iostack-"
 SELECTED_HEADER = "X-Iostack-Selected"
 STAGE_HEADER = "X-Iostack-Selected-On"
 STAGE_REQUEST_HEADER = "X-Iostack-Stage"
+SWIFT_INFO_NAME = "iostack_select"  # the key of ``GET /info``
 # Bounds on what a request may ask (csv_select's ``where`` has its own, tighter ones).
 MAX_PARAMS = 16
 MAX_PARAM_BYTES = 8192
@@ -222,17 +229,34 @@ class ProxySelect:
 class SelectMiddleware:
     def __init__(self, app: Any, conf: dict[str, Any]) -> None:
         self.app = app
+        self.logger = get_logger(conf, log_route="iostack_select")
         self.reader_settings = reader_settings(conf)
         self.max_first_line = int(conf.get("max_first_line", 1 << 20))
         self.object_stage = config_true_value(conf.get("object_stage", "true"))
         self.limits = ParquetLimits.from_conf(conf)
+
+    def swift_info(self) -> dict[str, Any]:
+        """What this proxy offers, for clients reading ``GET /info``."""
+        return {
+            "filters": record_filters(),
+            "output_formats": list(FORMATS),
+            "filter_header": FILTER_HEADER,
+            "param_header_prefix": PARAM_HEADER_PREFIX,
+            "query_prefix": QUERY_PREFIX,
+            "max_params": MAX_PARAMS,
+            "max_param_bytes": MAX_PARAM_BYTES,
+            "max_first_line": self.max_first_line,
+            "object_stage": self.object_stage,
+            "parquet_limits": asdict(self.limits),
+        }
 
     def _policy_filters(self, view: RequestView) -> list[tuple[FilterSpec, dict[str, Any], str]]:
         try:
             pipeline = view.resolution(shared_reader(self.reader_settings)).pipeline
         except PolicyStoreUnavailable as exc:
             # Selection fails open: the tenant gets the whole object (docs/datapath.md).
-            LOG.error("IOStack select: policy lookup for %s failed: %s", view.path_info, exc)
+            self.logger.error("IOStack select: policy lookup for %s failed: %s",
+                              view.path_info, exc)
             return []
         chosen = []
         for entry in pipeline:
@@ -271,6 +295,7 @@ class SelectMiddleware:
             return Response(request=req, status=exc.status, body=f"IOStack: {exc}\n",
                             content_type="text/plain")
         except IncompleteAnswer as exc:
+            self.logger.warning("IOStack select: %s: %s", req.path, exc)
             return HTTPServiceUnavailable(request=req, body=f"IOStack: {exc}\n",
                                           content_type="text/plain")
 
@@ -279,6 +304,8 @@ def filter_factory(global_conf: dict[str, Any], **local_conf: Any):
     conf = dict(global_conf, **local_conf)
 
     def factory(app):
-        return SelectMiddleware(app, conf)
+        middleware = SelectMiddleware(app, conf)
+        register_swift_info(SWIFT_INFO_NAME, **middleware.swift_info())
+        return middleware
 
     return factory

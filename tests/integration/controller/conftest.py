@@ -33,15 +33,15 @@ def controller(aio, tmp_path_factory):
               "key_prefix": prefix, "swift_url": aio["swift_url"], "tenants": ["t1", "t2"]}
     path = state / "controller.json"
     path.write_text(json.dumps(config))
-    log = open(state / "controller.log", "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(  # noqa: S603 - fixed argv
+    log = open(state / "controller.log", "wb")  # closed below
+    proc = subprocess.Popen(  # fixed argv
         [sys.executable, "-m", "iostack.controller.server", "--config", str(path)],
         stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 20
     while True:
         try:
-            with urllib.request.urlopen(url + "/v1/health", timeout=1):  # noqa: S310
+            with urllib.request.urlopen(url + "/v1/health", timeout=1):
                 break
         except OSError:
             if proc.poll() is not None or time.monotonic() > deadline:
@@ -77,7 +77,7 @@ def cli(controller):
     exe = os.path.join(os.path.dirname(sys.executable), "iostack")
 
     def run(*args, env_extra=None):
-        return subprocess.run([exe, *args], capture_output=True, text=True, timeout=60,  # noqa: S603
+        return subprocess.run([exe, *args], capture_output=True, text=True, timeout=60,
                               env=env | (env_extra or {}), check=False)
 
     return run

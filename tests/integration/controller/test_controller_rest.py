@@ -101,7 +101,7 @@ def test_auth_failures(controller, api):
     tenant = aio["tenants"]["t1"]
     req = urllib.request.Request(aio["auth_url"], headers={"X-Auth-User": tenant["user"],
                                                            "X-Auth-Key": tenant["key"]})
-    with urllib.request.urlopen(req, timeout=10) as resp:  # noqa: S310 - loopback aio
+    with urllib.request.urlopen(req, timeout=10) as resp:  # loopback aio
         swift_token = resp.headers["X-Auth-Token"]
     api.add_policies("FOR TENANT t1 DO SET noop\nFOR TENANT t2 DO SET caching")
     as_tenant = ControllerClient(url, swift_token)
@@ -139,7 +139,7 @@ def test_data_path_reader_sees_changes_within_a_second(api, controller):
 
 
 def test_the_all_in_one_controller_answers(aio):
-    with urllib.request.urlopen(aio["controller_url"] + "/v1/health", timeout=5) as resp:  # noqa: S310
+    with urllib.request.urlopen(aio["controller_url"] + "/v1/health", timeout=5) as resp:
         assert json.load(resp) == {"status": "ok"}
     client = ControllerClient(aio["controller_url"], aio["admin_token"])
     assert "compression" in client.registry("filters")

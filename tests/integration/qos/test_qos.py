@@ -81,7 +81,7 @@ def test_a_cap_holds_summed_over_both_proxies(stack, client):
     assert achieved == pytest.approx(4 * MB, rel=0.1)
     status = client.qos()["scopes"]["AUTH_t1"]
     assert status["get"]["assigned"] == pytest.approx(4 * MB)
-    shown = subprocess.run(  # noqa: S603 - the project's own CLI
+    shown = subprocess.run(  # the project's own CLI
         [sys.executable, "-m", "iostack.cli", "qos", "status", "--url", stack["controller_url"],
          f"--token={stack['admin_token']}"], capture_output=True, text=True, check=True).stdout
     assert "capacity: get 12 MB/s" in shown

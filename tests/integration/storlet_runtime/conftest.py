@@ -74,7 +74,7 @@ def iostack(aio: dict[str, Any]):
     """``iostack("storlet", "upload", ...)``: the CLI against this test session's stack."""
 
     def run(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(  # noqa: S603 - fixed argv
+        return subprocess.run(  # fixed argv
             [sys.executable, "-m", "iostack.cli", *args], capture_output=True, text=True,
             timeout=120, env={**os.environ, "IOSTACK_STATE_DIR": aio["state_dir"]}, check=False)
 

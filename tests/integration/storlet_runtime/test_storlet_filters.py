@@ -136,7 +136,7 @@ def test_tenant_cannot_run_a_storlet_of_another_account(tenant_for, storlet_tena
 
 
 def run_runner_driver(*args: str) -> dict:
-    done = subprocess.run(  # noqa: S603 - fixed argv
+    done = subprocess.run(  # fixed argv
         [sys.executable, str(HERE / "runner_driver.py"), *args],
         capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-2000:]

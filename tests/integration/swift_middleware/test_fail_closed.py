@@ -47,7 +47,7 @@ class PrivateRedis:
         self.process: subprocess.Popen | None = None
 
     def start(self) -> None:
-        self.process = subprocess.Popen(  # noqa: S603 - fixed argv
+        self.process = subprocess.Popen(  # fixed argv
             [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1",
              "--requirepass", self.password, "--save", "", "--appendonly", "no",
              "--dir", str(self.root)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

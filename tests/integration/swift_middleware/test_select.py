@@ -280,3 +280,15 @@ def test_anonymous_requests_are_not_parsed_or_selected(t1, container, aio):
     url = f"{t1.get_auth()[0]}/{container}/a.csv"
     answer = requests.get(url, headers=select_headers(where="status >"), timeout=10)
     assert answer.status_code == 401  # refused by auth, not 400 from the predicate parser
+
+
+def test_the_proxy_info_lists_what_iostack_select_offers(aio):
+    # No token: /info is public, as clients probe it before they authenticate.
+    resp = requests.get(f"{aio['swift_url']}/info", timeout=30)
+    assert resp.status_code == 200
+    offered = resp.json()["iostack_select"]
+    assert {"csv_select", "json_select", "parquet_select", "grep"} <= set(offered["filters"])
+    assert offered["output_formats"] == ["csv", "jsonl", "arrow"]
+    assert offered["filter_header"] == "X-Iostack-Filter"
+    assert offered["max_first_line"] > 0 and offered["max_params"] > 0
+    assert offered["parquet_limits"]["max_footer"] > 0

@@ -58,7 +58,7 @@ class IdentityHandler(BaseHTTPRequestHandler):
                                 "domain": {"id": "default", "name": "Default"}}
         return {"token": token}
 
-    def do_GET(self):  # noqa: N802 - http.server API
+    def do_GET(self):  # http.server API
         base = f"http://127.0.0.1:{self.server.server_port}"
         if self.path in ("/v3", "/v3/"):
             self._send(200, {"version": {"id": "v3.14", "status": "stable", "links": [
@@ -87,7 +87,7 @@ class IdentityHandler(BaseHTTPRequestHandler):
         else:
             self._send(404, {})
 
-    def do_POST(self):  # noqa: N802
+    def do_POST(self):
         if self.path.startswith("/v3/auth/tokens"):
             length = int(self.headers.get("Content-Length", 0))
             body = json.loads(self.rfile.read(length))
@@ -103,7 +103,7 @@ class IdentityHandler(BaseHTTPRequestHandler):
         else:
             self._send(404, {})
 
-    def do_HEAD(self):  # noqa: N802 - stands in for Swift: HEAD /v1/<account>
+    def do_HEAD(self):  # stands in for Swift: HEAD /v1/<account>
         allowed = {"tok-t1": "/v1/AUTH_t1", "tok-t2": "/v1/AUTH_t2"}
         ok = allowed.get(self.headers.get("X-Auth-Token")) == self.path
         self.send_response(204 if ok else 401)

@@ -7,7 +7,7 @@ import os
 import random
 from collections.abc import Iterable, Iterator
 
-from iostack.filters.base import BytesSource, FilterContext, FilterSpec, check_range
+from iostack.filters.base import BytesSource, FilterContext, FilterSpec, RangedSource
 
 
 class CountingSource:
@@ -30,16 +30,15 @@ class CountingSource:
         return self._lower.read(start, end)
 
 
-class FileSource:
+class FileSource(RangedSource):
     """A ByteSource over a file on disk, for bodies too big to keep in memory."""
 
     def __init__(self, path: str, chunk_size: int = 1 << 20) -> None:
         self._path = path
         self._chunk_size = chunk_size
-        self.length = os.path.getsize(path)
+        self._length = os.path.getsize(path)
 
-    def read(self, start: int, end: int) -> Iterator[bytes]:
-        check_range(start, end, self.length)
+    def _read(self, start: int, end: int) -> Iterator[bytes]:
         with open(self._path, "rb") as f:
             f.seek(start)
             while start < end:

@@ -248,6 +248,6 @@ def test_cache_directories_and_entries_are_private_from_creation(tmp_path, no_ch
 def test_a_loose_cache_dir_from_before_is_tightened(tmp_path):
     loose = tmp_path / "cache"
     loose.mkdir(mode=0o755)
-    os.chmod(loose, 0o755)
+    os.chmod(loose, 0o755)  # noqa: S103 - the loose mode under test
     CacheStore(loose, 1 << 20)
     assert loose.stat().st_mode & 0o777 == 0o700

@@ -20,6 +20,12 @@ def test_metadata_json_round_trip(metadata):
     assert FilterMetadata.from_json(wire) == metadata
 
 
+def test_metadata_stored_with_the_retired_needs_whole_stream_still_loads():
+    # Vocabularies in Redis and uploaded filters' metadata written before it went carry it.
+    wire = get_filter("compression").metadata.to_json() | {"needs_whole_stream": False}
+    assert FilterMetadata.from_json(wire) == get_filter("compression").metadata
+
+
 def test_lookup_is_case_insensitive():
     assert get_filter("COMPRESSION") is get_filter("compression")
     assert get_filter("Encryption").metadata.runs_before == ()

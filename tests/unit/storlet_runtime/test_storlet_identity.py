@@ -60,7 +60,7 @@ print(" ".join(str(scope_uid(table, run, f"s{worker}-{i}", 7000, 100)) for i in 
 def test_concurrent_processes_never_hand_out_one_uid_twice(tmp_path):
     table, run = str(tmp_path / "uids.json"), tmp_path / "stack"
     run.mkdir()
-    workers = [subprocess.Popen([sys.executable, "-c", ALLOCATE, table, str(run), str(n)],  # noqa: S603
+    workers = [subprocess.Popen([sys.executable, "-c", ALLOCATE, table, str(run), str(n)],
                                 stdout=subprocess.PIPE, text=True) for n in range(4)]
     uids = [int(uid) for proc in workers for uid in proc.communicate(timeout=60)[0].split()]
     assert len(uids) == 20 and len(set(uids)) == 20

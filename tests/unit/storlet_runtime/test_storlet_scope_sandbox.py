@@ -23,7 +23,7 @@ from iostack.storlet_runtime.sandbox import (
 
 @pytest.fixture
 def sleeper():
-    proc = subprocess.Popen(["sleep", "60"])  # noqa: S603,S607 - fixed argv
+    proc = subprocess.Popen(["sleep", "60"])  # fixed argv
     yield proc
     proc.kill()
     proc.wait()
