@@ -14,7 +14,7 @@ The rings are built with Swift's ring builder: one device per node, node
 Each host has its own Swift directory, as separate machines would::
 
     <state>/swift/rings/               the ring builder's files (*.builder)
-    <state>/swift/proxy/etc/           swift.conf, proxy-server.conf, proxy2-server.conf,
+    <state>/swift/proxy/etc/           swift.conf, proxy-server.conf, proxy-server-2.conf,
                                        rings, storlet-gateway.conf, storlet-internal-client.conf
     <state>/swift/node<i>/etc/         swift.conf, account-, container-, object-server.conf
                                        (daemon sections included), rsyncd.conf, rings,

@@ -142,7 +142,14 @@ class SwiftLayout:
         return DAEMONS
 
     def conf_path(self, server: str) -> Path:
-        return self.swift_dir / f"{server}-server.conf"
+        """``proxy-server.conf``; ``proxy-server-2.conf`` for ``proxy2``.
+
+        The second server of a kind is named as ``swift-init`` (and ``iostack
+        doctor``) find a kind's configs: ``<kind>-server*``.
+        """
+        kind = _kind(server)
+        number = server[len(kind):]
+        return self.swift_dir / f"{kind}-server{f'-{number}' if number else ''}.conf"
 
     def server_port(self, server: str) -> int:
         return getattr(self.config, f"{server}_port")

@@ -1,13 +1,15 @@
 """``iostack doctor``: check a Swift cluster's IOStack installation and say how to fix it.
 
     iostack doctor --swift-dir /etc/swift --controller http://ctl:9090 --token TOKEN
+    iostack doctor --swift-dir proxy1/etc/swift --swift-dir node1/etc/swift ...
     iostack doctor --proxy-conf node1/proxy-server.conf --proxy-conf node2/proxy-server.conf \\
                    --object-conf node3/object-server/1.conf --json
 
 Without ``--proxy-conf``/``--object-conf`` it checks the configs ``swift-init``
-would use under ``--swift-dir`` (``proxy-server*.conf``, ``object-server*``
-files and ``.conf.d`` directories). Exit status: 0 no error (warnings may
-remain), 1 at least one error, 2 nothing to check.
+would use under each ``--swift-dir`` (``proxy-server*.conf``, ``object-server*``
+files and ``.conf.d`` directories); several hosts' directories are checked
+together. Exit status: 0 no error (warnings may remain), 1 at least one error,
+2 nothing to check.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import sys
 from iostack.doctor import LEVELS, Finding, error, pipelines, services
 
 NOTHING = 2
+DEFAULT_SWIFT_DIR = "/etc/swift"
 
 
 def _load(paths: list[str], kind: str) -> tuple[list[pipelines.Pipeline], list[Finding]]:
@@ -30,6 +33,12 @@ def _load(paths: list[str], kind: str) -> tuple[list[pipelines.Pipeline], list[F
         except pipelines.ConfigLoadError as exc:
             findings.append(error(path, str(exc), f"give a valid {kind}-server config"))
     return loaded, findings
+
+
+def find_configs(swift_dirs: list[str]) -> tuple[list[str], list[str]]:
+    """The proxy-server and object-server configs swift-init would use under these dirs."""
+    return ([path for d in swift_dirs for path in pipelines.find_configs(d, "proxy")],
+            [path for d in swift_dirs for path in pipelines.find_configs(d, "object")])
 
 
 def diagnose(proxy_confs: list[str], object_confs: list[str], controller: str | None = None,
@@ -70,12 +79,12 @@ def _print(findings: list[Finding]) -> None:
 def run(args: argparse.Namespace) -> int:
     proxy_confs = args.proxy_conf or []
     object_confs = args.object_conf or []
+    swift_dirs = args.swift_dir or [DEFAULT_SWIFT_DIR]
     if not proxy_confs and not object_confs:
-        proxy_confs = pipelines.find_configs(args.swift_dir, "proxy")
-        object_confs = pipelines.find_configs(args.swift_dir, "object")
+        proxy_confs, object_confs = find_configs(swift_dirs)
     if not proxy_confs and not object_confs:
         print(f"iostack doctor: no proxy-server or object-server config under "
-              f"{args.swift_dir} (give --swift-dir, --proxy-conf or --object-conf)",
+              f"{', '.join(swift_dirs)} (give --swift-dir, --proxy-conf or --object-conf)",
               file=sys.stderr)
         return NOTHING
     controller = args.controller or os.environ.get("IOSTACK_URL")
@@ -96,8 +105,9 @@ def register(subparsers: argparse._SubParsersAction) -> dict[str, argparse._SubP
     parser = subparsers.add_parser(
         "doctor", help="check Swift configs and services for IOStack; say how to fix them",
         description=__doc__.split("\n\n")[0])
-    parser.add_argument("--swift-dir", default="/etc/swift",
-                        help="where the Swift configs are (default /etc/swift)")
+    parser.add_argument("--swift-dir", action="append", metavar="DIR",
+                        help=f"where the Swift configs are (default {DEFAULT_SWIFT_DIR}; "
+                             "repeatable: each host's directory of a cluster)")
     parser.add_argument("--proxy-conf", action="append", metavar="PATH",
                         help="a proxy-server config file or .conf.d directory (repeatable; "
                              "instead of searching --swift-dir)")

@@ -17,13 +17,24 @@ connect to one proxy tries the other, as a load balancer would):
 At the end every object a PUT acknowledged reads back intact and has a
 replica on every node, and no ``.data`` file on any node's device holds the
 plaintext marker. The counts are printed and asserted.
+
+Before the faults, on the same cluster, ``iostack doctor`` given the proxy
+host's and every node's Swift directory finds both proxies' and the three
+object servers' configs and no error (and the controller hears both
+proxies); on a copy of those directories with node2's object stage removed
+and two middlewares of the second proxy swapped it reports exactly these
+two errors, each naming its file.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import random
+import shutil
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -36,11 +47,14 @@ from typing import Any
 import pytest
 import swiftclient
 from swift.obj.diskfile import read_metadata
+from swift_confs import pipeline, read_conf, set_pipeline, write_conf
 
 from iostack.aio.netns import ClusterNetwork, namespaces
 from iostack.aio.processes import ProcessManager
+from iostack.aio.services import wait_until
 from iostack.aio.session import StackStartError, aio_command, started_stack
 from iostack.controller.client import ControllerClient
+from iostack.doctor.cli import diagnose, find_configs
 from iostack.monitoring.bus import Consumer, metrics_exchange, wait_connected
 
 pytestmark = pytest.mark.integration
@@ -251,6 +265,72 @@ def start_again(cluster: dict[str, Any]) -> None:
     """``iostack aio start`` on the running stack: starts what is missing, keeps the rest."""
     restarted = aio_command("start", Path(cluster["state_dir"]))
     assert restarted.returncode == 0, restarted.stderr
+
+
+def swift_dirs(cluster: dict[str, Any]) -> list[str]:
+    """The proxy host's Swift directory, then each node's: what an operator gives doctor."""
+    return [cluster["swift_dir"], *(node["swift_dir"] for node in cluster["nodes"])]
+
+
+# The doctor tests come before the faults test (pytest runs a module's tests in file
+# order): it stops and starts services and leaves the stack as `aio start` brings it back.
+
+
+def test_doctor_finds_every_config_of_the_cluster_and_no_error(cluster):
+    proxies, objects = find_configs(swift_dirs(cluster))
+    etc = Path(cluster["swift_dir"])
+    assert proxies == [str(etc / "proxy-server-2.conf"), str(etc / "proxy-server.conf")]
+    assert objects == [str(Path(node["swift_dir"]) / "object-server.conf")
+                       for node in cluster["nodes"]]
+    for conn in Load(cluster).connections("t1"):
+        conn.head_account()  # a proxy's worker publishes after its first tenant request
+    heard: list[str] = []
+
+    def check() -> bool:
+        findings = diagnose(proxies, objects, cluster["controller_url"], cluster["admin_token"])
+        assert [f for f in findings if f.level == "error"] == []
+        heard[:] = [f.what for f in findings if f.level == "ok" and "hears metrics" in f.what]
+        return len(heard) == len(proxies)
+
+    assert wait_until(check, 30, 1), f"the controller heard only: {heard}"
+
+
+def test_doctor_names_each_fault_in_a_broken_copy_of_the_cluster(cluster, tmp_path):
+    copies = []
+    for source in swift_dirs(cluster):
+        copies.append(tmp_path / Path(source).parent.name)  # proxy, node1, ...
+        shutil.copytree(source, copies[-1])
+    node2 = tmp_path / "node2" / "object-server.conf"
+    conf = read_conf(node2)
+    set_pipeline(conf, [name for name in pipeline(conf) if name != "iostack"])
+    write_conf(conf, node2)
+    proxy2 = tmp_path / "proxy" / "proxy-server-2.conf"
+    conf = read_conf(proxy2)
+    names = pipeline(conf)
+    at = names.index("iostack")
+    assert names[at + 1] == "iostack_cache"
+    names[at:at + 2] = ["iostack_cache", "iostack"]
+    set_pipeline(conf, names)
+    write_conf(conf, proxy2)
+
+    done = subprocess.run(  # noqa: S603 - fixed argv
+        [sys.executable, "-m", "iostack.cli", "doctor",
+         *(f"--swift-dir={d}" for d in copies), "--controller", cluster["controller_url"],
+         f"--token={cluster['admin_token']}", "--json"],
+        capture_output=True, text=True, timeout=180, check=False)
+    assert done.returncode == 1, done.stdout + done.stderr
+    findings = json.loads(done.stdout)
+    assert sorted((f["where"], f["what"].split(":")[0]) for f in findings
+                  if f["level"] == "error") == [
+        (f"{node2} [pipeline:main]", "no iostack_object middleware"),
+        (f"{proxy2} [pipeline:main]", "iostack_cache sits above iostack"),
+    ]
+    # Every copied host's configs were read: the unbroken ones pass their checks.
+    passed = {f["where"] for f in findings
+              if f["level"] == "ok" and f["what"].startswith("IOStack middlewares present")}
+    assert passed == {f"{path} [pipeline:main]" for path in (
+        tmp_path / "proxy" / "proxy-server.conf",
+        *(tmp_path / f"node{n}" / "object-server.conf" for n in (1, 3)))}
 
 
 def test_faults_lose_nothing_and_store_nothing_unfiltered(cluster, load, metrics):

@@ -19,6 +19,7 @@ from iostack.aio.cluster import (
 from iostack.aio.config import AioConfig
 from iostack.aio.netns import ClusterNetwork, NetworkPlan
 from iostack.aio.services import free_port
+from iostack.doctor.pipelines import find_configs
 
 PLAN = NetworkPlan(tag="0123abcd", subnet="10.249.7.0/24", nodes=3)
 
@@ -81,7 +82,10 @@ def test_each_host_gets_its_own_configs_and_the_same_rings(cluster, tmp_path):
     proxy = read(swift / "proxy" / "etc" / "proxy-server.conf")
     assert proxy["DEFAULT"]["workers"] == "4" and proxy["DEFAULT"]["bind_ip"] == "127.0.0.1"
     assert proxy["filter:iostack"]["redis_url"] == "redis://:pw@127.0.0.1:6400/0"
-    assert (swift / "proxy" / "etc" / "proxy2-server.conf").is_file()
+    # Named as swift-init and `iostack doctor` find a kind's configs (proxy-server*).
+    assert find_configs(str(swift / "proxy" / "etc"), "proxy") == [
+        str(swift / "proxy" / "etc" / name) for name in ("proxy-server-2.conf",
+                                                           "proxy-server.conf")]
     for n in (1, 2, 3):
         etc = swift / f"node{n}" / "etc"
         obj = read(etc / "object-server.conf")

@@ -1,4 +1,8 @@
-"""Swift server configs as ConfigParser documents, for tests that write edited copies."""
+"""Swift server configs as ConfigParser documents, for tests that write edited copies.
+
+Imported by tests anywhere under tests/ (pytest puts this directory, where
+conftest.py is, on sys.path).
+"""
 
 from __future__ import annotations
 
