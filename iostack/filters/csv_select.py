@@ -41,28 +41,16 @@ import pyarrow.csv as pa_csv
 from iostack.filters.base import FilterContext, FilterSpec
 from iostack.filters.csv_where import Term, WhereError, parse_predicate, row_mask
 from iostack.filters.errors import ParamError
-from iostack.filters.metadata import FilterMetadata, Param
-from iostack.filters.output import OUTPUT_PARAM, writer
+from iostack.filters.metadata import Param
+from iostack.filters.output import selection_metadata, writer
 
-METADATA = FilterMetadata(
-    name="csv_select",
-    description=(
-        "Storage-side CSV selection for analytics (Spark pushdown): keeps the named columns "
-        "and the rows a predicate holds for; byte ranges select whole records."
-    ),
-    params=(
-        Param("columns", "str", default="",
-              description="columns to keep, by name or 0-based index, comma-separated"),
-        Param("where", "str", default="",
-              description="row predicate, e.g. status >= 500 AND url LIKE '/api%'"),
-        Param("header", "bool", default=True, description="the first line names the columns"),
-        Param("delimiter", "str", default=",", description="field separator of the object"),
-        OUTPUT_PARAM,
-    ),
-    methods=frozenset({"GET"}),
-    stages=frozenset({"proxy", "object"}),
-    default_stage="object",  # storage side; the proxy selects what object servers cannot
-    changes_size=True,
+METADATA = selection_metadata(
+    "csv_select",
+    "Storage-side CSV selection for analytics (Spark pushdown): keeps the named columns "
+    "and the rows a predicate holds for; byte ranges select whole records.",
+    columns="columns to keep, by name or 0-based index, comma-separated",
+    extra=(Param("header", "bool", default=True, description="the first line names the columns"),
+           Param("delimiter", "str", default=",", description="field separator of the object")),
 )
 
 _KNOWN_SHOWN = 20  # column names listed in an unknown-column error

@@ -31,26 +31,14 @@ import pyarrow.json as pa_json
 from iostack.filters.base import FilterContext, FilterSpec
 from iostack.filters.csv_where import WhereError, parse_predicate, typed_row_mask
 from iostack.filters.errors import FilterError, ParamError
-from iostack.filters.metadata import FilterMetadata, Param
-from iostack.filters.output import OUTPUT_PARAM, writer
+from iostack.filters.output import selection_metadata, writer
 
-METADATA = FilterMetadata(
-    name="json_select",
-    description=(
-        "Storage-side JSON Lines selection for analytics: keeps the named top-level fields "
-        "and the records a predicate holds for; byte ranges select whole records."
-    ),
-    params=(
-        Param("columns", "str", default="",
-              description="top-level fields to keep, comma-separated (default: all)"),
-        Param("where", "str", default="",
-              description="record predicate, e.g. status >= 500 AND url LIKE '/api%'"),
-        OUTPUT_PARAM,
-    ),
-    methods=frozenset({"GET"}),
-    stages=frozenset({"proxy", "object"}),
-    default_stage="object",
-    changes_size=True,
+METADATA = selection_metadata(
+    "json_select",
+    "Storage-side JSON Lines selection for analytics: keeps the named top-level fields "
+    "and the records a predicate holds for; byte ranges select whole records.",
+    columns="top-level fields to keep, comma-separated (default: all)",
+    record="record",
 )
 
 

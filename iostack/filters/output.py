@@ -32,13 +32,35 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
-from iostack.filters.metadata import Param
+from iostack.filters.metadata import FilterMetadata, Param
 
 FORMATS = ("csv", "jsonl", "arrow")
 CONTENT_TYPES = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson",
                  "arrow": "application/vnd.apache.arrow.stream"}
 OUTPUT_PARAM = Param("output", "enum", default="csv", choices=FORMATS,
                      description="answer format: csv, jsonl or arrow (Arrow IPC stream)")
+
+
+def selection_metadata(name: str, description: str, columns: str, record: str = "row",
+                       extra: tuple[Param, ...] = ()) -> FilterMetadata:
+    """What every record filter declares: ``columns``, ``where`` (the ``csv_where``
+    language over a ``record``), any ``extra`` parameters, ``output``; GET only,
+    on the object servers by default (the proxy selects what they cannot)."""
+    return FilterMetadata(
+        name=name,
+        description=description,
+        params=(
+            Param("columns", "str", default="", description=columns),
+            Param("where", "str", default="",
+                  description=f"{record} predicate, e.g. status >= 500 AND url LIKE '/api%'"),
+            *extra,
+            OUTPUT_PARAM,
+        ),
+        methods=frozenset({"GET"}),
+        stages=frozenset({"proxy", "object"}),
+        default_stage="object",
+        changes_size=True,
+    )
 
 _UNQUOTED = pa_csv.WriteOptions(include_header=False, quoting_style="none")
 _QUOTED = pa_csv.WriteOptions(include_header=False, quoting_style="needed")

@@ -50,26 +50,13 @@ from iostack.filters.base import FilterContext, FilterSpec
 from iostack.filters.csv_where import Term, parse_predicate, typed_row_mask
 from iostack.filters.errors import FilterError, ParamError
 from iostack.filters.json_select import check_projection, check_typed_terms, column_refs
-from iostack.filters.metadata import FilterMetadata, Param
-from iostack.filters.output import OUTPUT_PARAM, writer
+from iostack.filters.output import selection_metadata, writer
 
-METADATA = FilterMetadata(
-    name="parquet_select",
-    description=(
-        "Storage-side Parquet selection: reads only the needed column chunks of the row "
-        "groups whose statistics may match the predicate, by byte ranges."
-    ),
-    params=(
-        Param("columns", "str", default="",
-              description="top-level columns to keep, comma-separated (default: all)"),
-        Param("where", "str", default="",
-              description="row predicate, e.g. status >= 500 AND url LIKE '/api%'"),
-        OUTPUT_PARAM,
-    ),
-    methods=frozenset({"GET"}),
-    stages=frozenset({"proxy", "object"}),
-    default_stage="object",
-    changes_size=True,
+METADATA = selection_metadata(
+    "parquet_select",
+    "Storage-side Parquet selection: reads only the needed column chunks of the row "
+    "groups whose statistics may match the predicate, by byte ranges.",
+    columns="top-level columns to keep, comma-separated (default: all)",
 )
 
 MAGIC = b"PAR1"
