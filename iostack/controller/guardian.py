@@ -13,11 +13,18 @@ tenants' objects unfiltered. The controller makes such a store whole again:
 - **Restore.** When the marker is missing and a journal exists, its keys are
   written back in one ``MULTI`` together with the marker and an invalidation
   announcement, so proxies drop their caches and accept writes again, all
-  within ``interval`` of Redis answering. Without a journal the store stays
-  unmarked (writes keep failing) and the controller logs why.
+  within ``interval`` of Redis answering. A journal that cannot be used
+  (another format or prefix) leaves the store unmarked: writes keep failing
+  and the controller logs why, until an administrator restores the store or
+  removes the journal.
+- **A new store.** Only a controller with no journal at all marks an unmarked
+  store (``may_mark_new_store``): that is a first set-up. A store lost
+  together with its journal is indistinguishable from a new one; keep the
+  state dir (or a copy of the journal) on durable storage.
 
 The controller calls ``restore_if_unmarked`` before seeding the vocabulary at
-start (so seeding never vouches for an emptied store), then ``start``s the
+start (so seeding never vouches for an emptied store), seeds with
+``mark=may_mark_new_store()``, journals once (``tick``), then ``start``s the
 background thread.
 """
 
@@ -128,6 +135,10 @@ class StoreGuardian:
         LOG.warning("the policy store %s had lost its marker (flushed or restarted empty): "
                     "restored %d keys from %s", self.keys.prefix, len(entries), self.journal)
         return True
+
+    def may_mark_new_store(self) -> bool:
+        """Whether seeding may mark an unmarked store: only when no journal exists."""
+        return not self.journal.exists()
 
     # -- the thread --------------------------------------------------------------
     def start(self) -> None:

@@ -196,8 +196,13 @@ class Registries:
         if pipe.execute()[0] == 0:
             raise RegistryError(f"no {kind[:-1].replace('_', ' ')} {name!r}", status=404)
 
-    def seed(self) -> list[str]:
-        """Install the built-in vocabulary, keeping administrator changes; return what was added."""
+    def seed(self, mark: bool = True) -> list[str]:
+        """Install the built-in vocabulary, keeping administrator changes; return what was added.
+
+        ``mark``: give an unmarked namespace its marker (a first set-up). The
+        controller passes False when it has a journal it could not restore
+        from, so seeding never vouches for an emptied store.
+        """
         k = self.keys
         entries: list[tuple[str, str, Any]] = []
         for meta in builtins.builtin_filters():
@@ -220,10 +225,8 @@ class Registries:
                 pipe.hset(key, name, json.dumps(value))
                 added.append(marker)
             pipe.sadd(seeded_key, marker)
-        # A namespace set up for the first time gets its marker here; one that
-        # lost it (flushed) is refilled from the controller's journal first
-        # (``guardian``), so seeding never vouches for an emptied store.
-        pipe.setnx(k.marker, json.dumps({"epoch": uuid.uuid4().hex, "set": time.time()}))
+        if mark:
+            pipe.setnx(k.marker, json.dumps({"epoch": uuid.uuid4().hex, "set": time.time()}))
         if added:
             announce(pipe, k)
         pipe.execute()

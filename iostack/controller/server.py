@@ -29,6 +29,7 @@ import logging
 import signal
 import sys
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ from werkzeug.serving import make_server
 from iostack.controller.api import create_app
 from iostack.controller.control_loop import ControlLoop
 from iostack.controller.guardian import JOURNAL_FILE, StoreGuardian
+from iostack.controller.registry import Registries
 
 REQUIRED = ("host", "port", "redis_url", "amqp_url", "admin_token", "state_dir")
 LOG = logging.getLogger("iostack.controller")
@@ -51,6 +53,22 @@ def load_config(path: str) -> dict[str, Any]:
     return config
 
 
+def prepare_store(guardian: StoreGuardian, registries: Registries,
+                  tenants: Iterable[str]) -> list[str]:
+    """Make the policy store ready before serving; return the vocabulary entries added.
+
+    An emptied store is refilled from the journal before seeding, so seeding
+    never vouches for it; only a first set-up (no journal) is marked, and it
+    is journaled at once.
+    """
+    guardian.restore_if_unmarked()
+    added = registries.seed(mark=guardian.may_mark_new_store())
+    for tenant in tenants:
+        registries.add_tenant(tenant)
+    guardian.tick()
+    return added
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="IOStack controller")
     parser.add_argument("--config", required=True, help="JSON config file")
@@ -61,11 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     app = create_app(config)
     ctl = app.extensions["iostack"]
     guardian = StoreGuardian(ctl.redis, ctl.keys, Path(config["state_dir"]) / JOURNAL_FILE)
-    guardian.restore_if_unmarked()  # before seeding: an emptied store is refilled, not re-marked
     registries = ctl.registries
-    added = registries.seed()
-    for tenant in config.get("tenants", ()):
-        registries.add_tenant(tenant)
+    added = prepare_store(guardian, registries, config.get("tenants", ()))
     LOG.info("vocabulary seeded (%d new entries)", len(added))
     guardian.start()
     ctl.control_loop = ControlLoop(config, ctl.redis, ctl.keys, ctl.store, registries)

@@ -6,6 +6,7 @@ import json
 import stat
 
 from iostack.controller.guardian import StoreGuardian
+from iostack.controller.server import prepare_store
 
 
 def test_journal_then_restore_after_a_flush(store, registries, redis_client, keys, tmp_path):
@@ -37,3 +38,38 @@ def test_seeding_marks_a_new_namespace_only_once(registries, redis_client, keys)
     assert epoch
     registries.seed()
     assert redis_client.get(keys.marker) == epoch
+
+
+def _flush(redis_client, keys) -> None:
+    for key in redis_client.scan_iter(keys.prefix + "*"):
+        redis_client.delete(key)
+
+
+def test_a_first_start_marks_the_store_and_journals_it(registries, redis_client, keys, tmp_path):
+    _flush(redis_client, keys)
+    guardian = StoreGuardian(redis_client, keys, tmp_path / "journal.json")
+    added = prepare_store(guardian, registries, ["t1"])
+    assert added and redis_client.exists(keys.marker)
+    journal = json.loads((tmp_path / "journal.json").read_text())["keys"]
+    assert keys.marker in journal and keys.tenants in journal
+
+
+def test_a_start_with_an_unusable_journal_leaves_an_emptied_store_unmarked(
+        store, registries, redis_client, keys, tmp_path, caplog):
+    store.submit("FOR CONTAINER t1/secure DO SET encryption")
+    journal = tmp_path / "journal.json"
+    StoreGuardian(redis_client, keys, journal).tick()
+    document = json.loads(journal.read_text())
+    journal.write_text(json.dumps(document | {"prefix": "another:"}))
+    _flush(redis_client, keys)  # Redis restarted empty; the journal is not this store's
+    prepare_store(StoreGuardian(redis_client, keys, journal), registries, ["t1"])
+    # Seeding refilled the vocabulary but did not vouch for the store: writes stay refused.
+    assert redis_client.hlen(keys.filters) > 0
+    assert not redis_client.exists(keys.marker)
+    assert "is not for" in caplog.text
+
+
+def test_seeding_without_mark_leaves_a_new_namespace_unmarked(registries, redis_client, keys):
+    _flush(redis_client, keys)
+    registries.seed(mark=False)
+    assert not redis_client.exists(keys.marker)
