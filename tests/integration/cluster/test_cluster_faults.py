@@ -97,6 +97,8 @@ class Load:
     failed: Counter = field(default_factory=Counter)  # phase -> requests failed at the client
     put_statuses: Counter = field(default_factory=Counter)  # (phase, status) of failed PUTs
     failures: Counter = field(default_factory=Counter)  # (phase, method, status)
+    # (phase, method, status, transaction id, body) of failures, the first few of each phase
+    examples: list[tuple[str, str, Any, str, str]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     started: dict[str, float] = field(default_factory=dict)  # phase -> when it began
 
@@ -147,7 +149,7 @@ class Load:
         phase = self.phase
         with self.lock:
             self.made[phase] += 1
-        status = None
+        status, trans_id, body = None, "", ""
         for conn in random.sample(conns, len(conns)):  # a load balancer's pick, then failover
             try:
                 call(conn)
@@ -155,8 +157,12 @@ class Load:
                 return
             except swiftclient.ClientException as exc:
                 status = exc.http_status
-                if status is not None:
-                    break  # the proxy answered: no failover for an HTTP error
+                if status is not None:  # the proxy answered: no failover for an HTTP error
+                    trans_id = (exc.http_response_headers or {}).get("x-trans-id", "")
+                    content = exc.http_response_content or b""
+                    body = (content.decode(errors="replace") if isinstance(content, bytes)
+                            else str(content))[:200]
+                    break
             except OSError:
                 status = "unreachable"
             except AssertionError:
@@ -167,6 +173,8 @@ class Load:
         with self.lock:
             self.failed[phase] += 1
             self.failures[(phase, method, status)] += 1
+            if self.failed[phase] <= 3:
+                self.examples.append((phase, method, status, trans_id, body))
             if method == "PUT":
                 self.put_statuses[(phase, status)] += 1
 
@@ -213,8 +221,14 @@ def metrics(cluster) -> Iterator[Metrics]:
     heard.consumer.stop()
 
 
-def run_phase(load: Load, name: str, seconds: float) -> None:
+def run_phase(load: Load, name: str, seconds: float, fault=lambda: None) -> None:
+    """Enter phase ``name``, cause its ``fault``, and let the load run ``seconds``.
+
+    The phase is entered first: a request that meets a service going down
+    counts in that service's phase, not in the calm phase before it.
+    """
     load.enter(name)
+    fault()
     time.sleep(seconds)
 
 
@@ -252,6 +266,15 @@ def stored_replicas(cluster: dict[str, Any]) -> dict[str, dict[str, bytes]]:
     return found
 
 
+def log_lines(cluster: dict[str, Any], trans_id: str) -> list[str]:
+    """The lines of every server's log (proxies' and nodes') that name ``trans_id``."""
+    if not trans_id:
+        return []
+    return [f"  {path.name}: {line}" for path in sorted(Path(cluster["log_dir"]).glob("*.log"))
+            for line in path.read_text(errors="replace").splitlines(keepends=True)
+            if trans_id in line]
+
+
 def serves(conn: swiftclient.Connection) -> bool:
     """Whether a PUT and a GET through this connection succeed now."""
     try:
@@ -261,6 +284,10 @@ def serves(conn: swiftclient.Connection) -> bool:
         conn.close()
         conn.url = conn.token = None
         return False
+
+
+def stop(processes: ProcessManager, service: str) -> None:
+    assert processes.stop(service), f"{service} was not running"
 
 
 def start_again(cluster: dict[str, Any]) -> None:
@@ -343,23 +370,31 @@ def test_faults_lose_nothing_and_store_nothing_unfiltered(cluster, load, metrics
 
     # Every proxy worker and every object node publishes metrics.
     since = time.monotonic()
-    wait_for(lambda: len(metrics.heard_since(since, "proxy-")) == 2 * PROXY_WORKERS, 30,
-             "metrics from every worker of both proxies")
+
+    def every_worker_heard() -> bool:
+        # A worker's reporter starts with its first tenant request, and the load's
+        # keep-alive connections may all sit on one worker: new connections reach
+        # the others.
+        for conn in Load(cluster).connections("t1"):
+            conn.head_account()
+            conn.close()
+        return len(metrics.heard_since(since, "proxy-")) == 2 * PROXY_WORKERS
+
+    wait_for(every_worker_heard, 30, "metrics from every worker of both proxies",
+             lambda: sorted(metrics.heard_since(since, "proxy-")))
     wait_for(lambda: {s.split(":")[0] for s in metrics.heard_since(since, "object-")}
              == {f"object-{node['address']}" for node in cluster["nodes"]}, 30,
              "metrics from every storage node")
 
     # (a) node2 unplugged, then back; one replication pass heals it.
-    network.set_link(2, up=False)
-    run_phase(load, "node down", 12)
+    run_phase(load, "node down", 12, lambda: network.set_link(2, up=False))
     network.set_link(2, up=True)
     run_phase(load, "node back", 5)
 
     # (b) a proxy killed: the other serves, and its workers keep publishing.
     killed = processes.find("proxy2")
     assert killed is not None
-    os.killpg(killed.pid, 9)
-    run_phase(load, "proxy killed", 6)
+    run_phase(load, "proxy killed", 6, lambda: os.killpg(killed.pid, 9))
     since = time.monotonic()
     wait_for(lambda: len(metrics.heard_since(since, "proxy-")) == PROXY_WORKERS, 15,
              "metrics from the surviving proxy's workers")
@@ -374,8 +409,7 @@ def test_faults_lose_nothing_and_store_nothing_unfiltered(cluster, load, metrics
             # publishing now (every one that served a request) must publish again.
             publishing = metrics.heard_since(time.monotonic() - 3, "proxy-")
             assert len({source.rsplit("-", 1)[0] for source in publishing}) == 2, publishing
-        assert processes.stop(service)
-        run_phase(load, f"{service} down", 6)
+        run_phase(load, f"{service} down", 6, lambda service=service: stop(processes, service))
         start_again(cluster)
         load.enter(f"{service} returning")
         wait_for(lambda: serves(probe), 60, f"the stack serving again after {service}")
@@ -405,6 +439,9 @@ def test_faults_lose_nothing_and_store_nothing_unfiltered(cluster, load, metrics
     print(f"failed at the client: {sum(load.failed.values())} {dict(load.failed)}")
     print(f"failures by phase, method and status: {dict(load.failures)}")
     print(f"seconds per phase: {durations}")
+    for example in load.examples:
+        print("failure (phase, method, status, transaction, body):", example)
+        print("".join(log_lines(cluster, example[3])), end="")
     print(f"objects acknowledged: {len(load.written)}, lost: {lost}, replicas missing after "
           f"replication: {missing}, replicas unfiltered on disk: {unfiltered} "
           f"(of {sum(len(n) for n in replicas.values())})")
