@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from iostack.aio.config import AioConfig
-from iostack.aio.services import redact
 from iostack.aio.stack import AioError, AllInOne
 from iostack.endpoints import resolve_state_dir
+from iostack.service_probes import redact
 
 
 def register(subparsers: argparse._SubParsersAction) -> dict[str, argparse._SubParsersAction]:

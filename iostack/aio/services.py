@@ -45,6 +45,14 @@ from urllib.parse import quote, urlsplit
 from iostack.aio.processes import ProcessManager
 from iostack.aio.secrets import generated_secret
 from iostack.aio.state import private_dir, write_private_json, write_private_text
+from iostack.service_probes import (
+    amqp_answers,
+    amqp_open_door,
+    memcached_answers,
+    redact,
+    redis_answers,
+    redis_open_door,
+)
 
 SERVICES_FILE = "etc/services.json"
 RABBITMQ_ENV_FILE = "rabbitmq/env.json"
@@ -52,7 +60,6 @@ RABBITMQ_SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
 RABBITMQCTL = "/usr/lib/rabbitmq/bin/rabbitmqctl"
 RABBITMQ_NODE = "iostack@localhost"
 RABBITMQ_USER = "iostack"
-GUEST = ("guest", "guest")
 
 
 # The private servers' process names, in stop order.
@@ -113,63 +120,6 @@ def wait_until(check, timeout: float, interval: float = 0.1) -> bool:
         if time.monotonic() >= deadline:
             return False
         time.sleep(interval)
-
-
-def redis_answers(url: str) -> bool:
-    import redis
-
-    try:
-        return bool(redis.Redis.from_url(url, socket_timeout=1, socket_connect_timeout=1).ping())
-    except (redis.RedisError, OSError):
-        return False
-
-
-def amqp_answers(url: str) -> bool:
-    import pika
-
-    params = pika.URLParameters(url)
-    params.socket_timeout = 2
-    params.blocked_connection_timeout = 2
-    params.connection_attempts = 1
-    try:
-        pika.BlockingConnection(params).close()
-        return True
-    except Exception:  # noqa: BLE001 - pika raises many unrelated types for "not there"
-        return False
-
-
-def memcached_answers(url: str) -> bool:
-    host, _, port = url.rpartition(":")
-    try:
-        with socket.create_connection((host, int(port)), timeout=1) as sock:
-            sock.sendall(b"version\r\n")
-            return sock.recv(64).startswith(b"VERSION")
-    except (OSError, ValueError):
-        return False
-
-
-def redis_open_door(url: str) -> str | None:
-    """Why anyone could use the Redis at ``url`` without its credentials, or None."""
-    parts = urlsplit(url)
-    if not parts.password:
-        return "the URL has no password"
-    bare = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
-    if redis_answers(bare):
-        return "the server answers without a password"
-    return None
-
-
-def amqp_open_door(url: str) -> str | None:
-    """Why anyone could use the RabbitMQ at ``url`` without its credentials, or None."""
-    parts = urlsplit(url)
-    if not parts.password:
-        return "the URL has no password (pika would log in as guest)"
-    if (parts.username, parts.password) == GUEST:
-        return "it logs in with RabbitMQ's well-known guest account"
-    guest = parts._replace(netloc=f"{GUEST[0]}:{GUEST[1]}@{parts.netloc.rpartition('@')[2]}")
-    if amqp_answers(guest.geturl()):
-        return "the server takes RabbitMQ's well-known guest/guest"
-    return None
 
 
 ANSWERS = {"redis": redis_answers, "rabbitmq": amqp_answers, "memcached": memcached_answers}
@@ -423,12 +373,3 @@ def host_port(url: str) -> tuple[str, int]:
     """Host and port of a service URL; memcached's are plain ``host:port``."""
     parts = urlsplit(url if "://" in url else f"tcp://{url}")
     return parts.hostname or "127.0.0.1", parts.port or 0
-
-
-def redact(url: str) -> str:
-    """The URL without its password, for printing."""
-    parts = urlsplit(url)
-    if not parts.password:
-        return url
-    netloc = f"{parts.username or ''}:***@{parts.netloc.rpartition('@')[2]}"
-    return parts._replace(netloc=netloc).geturl()

@@ -33,9 +33,9 @@ from paste.deploy import loadwsgi
 from swift.common.utils import config_true_value, list_from_csv, search_tree
 from swift.common.wsgi import PipelineWrapper, loadcontext
 
-from iostack.aio.services import redact
 from iostack.doctor import Finding, error, ok, warning
 from iostack.monitoring.bus import source_id
+from iostack.service_probes import redact
 from iostack.swift_middleware.shared_reader import reader_settings
 
 

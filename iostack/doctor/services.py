@@ -27,12 +27,12 @@ import pika
 import pika.exceptions
 import redis
 
-from iostack.aio.services import amqp_open_door, redact, redis_open_door
 from iostack.controller.client import ControllerClient, ControllerError
 from iostack.doctor import Finding, error, ok, warning
 from iostack.doctor.pipelines import ServiceUse
 from iostack.monitoring.bus import connection_parameters
 from iostack.policy.keys import KeySpace
+from iostack.service_probes import amqp_open_door, redact, redis_open_door
 
 TIMEOUT = 3.0
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from iostack.aio.processes import ProcessManager
-from iostack.aio.services import ServiceInfo, Services, redis_answers
+from iostack.aio.services import ServiceInfo, Services
+from iostack.service_probes import redis_answers
 
 pytestmark = pytest.mark.integration
 
