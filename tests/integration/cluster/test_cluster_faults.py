@@ -170,6 +170,10 @@ class Load:
                 break
             conn.close()
             conn.url = conn.token = None  # authenticate again on the next try
+        if self.phase != phase:
+            # The next fault began while this request was on its way (a PUT sent
+            # just before Redis stopped): it belongs to neither phase alone.
+            phase = f"{phase} -> {self.phase}"
         with self.lock:
             self.failed[phase] += 1
             self.failures[(phase, method, status)] += 1
