@@ -84,11 +84,27 @@ class RecordBlocks:
             parts.append(chunk)
             held += len(chunk)
             if held >= self.block_size:
-                data = b"".join(parts)
-                cut = data.rfind(b"\n") + 1
-                if cut:
-                    yield data[:cut] if cut < len(data) else data
-                    data = data[cut:]
-                parts, held = [data], len(data)
+                block, rest = _cut(parts)
+                if block:
+                    yield block
+                parts, held = rest, sum(map(len, rest))
         if any(parts):
             yield b"".join(parts)
+
+
+def _cut(parts: list[bytes]) -> tuple[bytes, list[bytes]]:
+    """The whole records of ``parts`` joined, and the pieces of the unfinished one.
+
+    The cut is looked for from the last part backwards, so the block is copied
+    once (by the join) and only the unfinished record's bytes are copied again;
+    joining first and slicing after copied the whole block twice.
+    """
+    for index in range(len(parts) - 1, -1, -1):
+        cut = parts[index].rfind(b"\n") + 1
+        if cut:
+            last = parts[index]
+            if index == 0 and cut == len(last):
+                return last, parts[1:]  # one part that ends a record: no copy
+            head = [*parts[:index], memoryview(last)[:cut]]
+            return b"".join(head), [last[cut:], *parts[index + 1:]]
+    return b"", [b"".join(parts)]  # no record ends yet: one part, scanned once next time

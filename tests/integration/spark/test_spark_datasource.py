@@ -124,6 +124,15 @@ def test_the_proxy_and_the_object_servers_select_alike(spark, dataset, stage, qu
     assert rows(got) == rows(QUERIES[query](reference(spark, dataset)))
 
 
+@pytest.mark.parametrize("split_size", [None, 997])
+@pytest.mark.parametrize("query", ["all", "int_ge", "quotes_in_values", "double"])
+def test_the_csv_answer_equals_sparks_csv_reader(spark, dataset, split_size, query):
+    # answer=csv: the storage side answers in CSV, parsed block by block as it streams.
+    options = {"answer": "csv", **({"split_size": split_size} if split_size else {})}
+    got = QUERIES[query](iostack(spark, dataset, **options))
+    assert rows(got) == rows(QUERIES[query](reference(spark, dataset)))
+
+
 @PUSHDOWN
 def test_projection_by_schema_count_and_group_by(spark, dataset, pushdown):
     def load():  # a fresh DataFrame per query: see test_a_loaded_dataframe_reused_...
