@@ -13,7 +13,7 @@ from fakeswift import FakeReader, FakeSwift, deny, request, rule, use_reader
 from iostack.filters.bandwidth import scope_of
 from iostack.filters.registry import get_filter
 from iostack.policy.reader import PolicyStoreUnavailable
-from iostack.swift_middleware import qos
+from iostack.swift_middleware import qos, shared_bucket
 from iostack.swift_middleware.qos import QosMiddleware, Shaper, TokenBucket
 
 
@@ -89,7 +89,7 @@ def app(env, start_response):
 
 @pytest.fixture
 def middleware(monkeypatch):
-    mw = QosMiddleware(app, {"burst": "0.01"})
+    mw = QosMiddleware(app, {"burst": "0.01", "shared_buckets": "false"})
     slept = []
     monkeypatch.setattr(qos.eventlet, "sleep", slept.append)
     mw.slept = slept
@@ -143,10 +143,11 @@ class Shaped:
         self.swift = FakeSwift()
         self.reader = FakeReader()
         use_reader(monkeypatch, self.reader)
-        monkeypatch.setattr(qos, "TokenBucket", lambda rate, burst: TokenBucket(
-            rate, burst, clock=self.clock))
+        for module in (qos, shared_bucket):
+            monkeypatch.setattr(module, "TokenBucket", lambda rate, burst, *_: TokenBucket(
+                rate, burst, clock=self.clock))
         monkeypatch.setattr(qos.eventlet, "sleep", self.sleep)
-        self.mw = QosMiddleware(self.swift, {"burst": "0.01"})
+        self.mw = QosMiddleware(self.swift, {"burst": "0.01", "shared_buckets": "false"})
 
     def sleep(self, seconds: float) -> None:
         self.slept.append(seconds)
