@@ -6,17 +6,27 @@ controller assigned a rate to, the worker paces the stream with token
 buckets instead of rejecting it: GET bodies are released chunk by chunk,
 PUT bodies are read chunk by chunk, each chunk waiting (a green sleep) until
 its bytes are covered, so the rate is smooth with bursts of at most
-``burst`` seconds' worth. A request over the ``ops`` limit waits for its
-token up to the policy's ``wait``; past that it gets 429 with Retry-After.
+``burst`` seconds' worth (or one lease of a shared bucket). A request over
+the ``ops`` limit waits for its token up to the policy's ``wait``; past that
+it gets 429 with Retry-After.
 
 Scopes: limits set on a tenant, a group or everything shape each tenant
 (``AUTH_t1``); limits set on a container shape that container
-(``AUTH_t1/logs``). Each worker has its own buckets; the controller's global
-SLO controller (``iostack.controller.qos``) splits every scope's rate among
-the workers that carry its traffic and publishes the assignments on
-``<namespace>.qos`` (routing key ``qos.assign``). A worker that has heard
-no assignment for a scope uses the policy's caps as they are; one that hears
-nothing more keeps its last assignment.
+(``AUTH_t1/logs``). The controller's global SLO controller
+(``iostack.controller.qos``) computes every scope's rate over all proxies
+and splits it among the workers that carry its traffic; it publishes the
+parts on ``<namespace>.qos`` (routing key ``qos.assign``).
+
+Bytes (``get``, ``put``) are paced by one bucket per scope and direction
+shared by every worker of every proxy, in Redis
+(``iostack.swift_middleware.shared_bucket``): each worker leases from it a
+little ahead, so the cap holds summed over all workers whichever worker a
+GET lands on, and a new stream is shaped at its fair share from its first
+byte. The bucket's rate is the sum of the parts the controller assigned (or,
+before any assignment, the policy's cap). When Redis cannot be reached, a
+worker paces bytes at its own part (the policy's cap if it has none yet).
+Requests (``ops``) are paced by each worker's own bucket at its part. A
+worker that hears nothing more keeps its last assignment.
 
 Place it in the proxy pipeline right after ``iostack_metrics`` (after
 auth), so the metrics see what tenants asked for and the shaping applies
@@ -28,8 +38,10 @@ Configuration (``[filter:iostack_qos]``)::
     amqp_url = amqp://user:password@127.0.0.1:5672/%2F
     namespace = iostack          # exchange <namespace>.qos
     burst = 0.05                 # seconds of traffic a bucket may hold
+    shared_buckets = true        # false: bytes too are paced per worker, at its part
 
-plus the policy-reader options of ``policies`` (``redis_url``, ``key_prefix``...).
+plus the policy-reader options of ``policies`` (``redis_url``, ``key_prefix``...);
+the shared buckets live in that Redis, under that prefix.
 A failed policy lookup is logged and the request is served unshaped:
 shaping is never a reason to refuse data.
 """
