@@ -69,16 +69,16 @@ def test_assignments_override_policy_caps_and_minimums_shape_nothing_alone():
     assert shaper.rate("AUTH_t1", "get", cap) == 400
 
 
-def test_an_assignment_reaches_the_buckets_of_requests_under_way():
-    """A long GET paced at a small share speeds up when its worker's share grows."""
+def test_an_assignment_reaches_the_workers_own_buckets():
+    """Requests/s are paced per worker: its bucket follows its part."""
     shaper = Shaper(0.05)
-    shaper.assign({"sources": {"me": {"AUTH_t1": {"get": 3e6}}}}, "me")
-    held = shaper.bucket("AUTH_t1", "get", shaper.rate("AUTH_t1", "get", None))
-    assert held.rate == 3e6
-    shaper.assign({"sources": {"me": {"AUTH_t1": {"get": 60e6}}}}, "me")
-    assert held.rate == 60e6
+    shaper.assign({"sources": {"me": {"AUTH_t1": {"ops": 3}}}}, "me")
+    held = shaper.bucket("AUTH_t1", "ops", shaper.rate("AUTH_t1", "ops", None))
+    assert held.rate == 3
+    shaper.assign({"sources": {"me": {"AUTH_t1": {"ops": 60}}}}, "me")
+    assert held.rate == 60
     shaper.assign({"sources": {"me": {}}}, "me")  # no part for it now: keep pacing
-    assert held.rate == 60e6
+    assert held.rate == 60
 
 
 def app(env, start_response):

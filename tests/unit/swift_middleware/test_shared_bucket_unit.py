@@ -204,3 +204,13 @@ def test_a_failed_lease_falls_back_to_the_workers_share_then_retries():
     bucket.down_until = time.monotonic()  # as RETRY seconds later
     t0, times = run_streams([bucket], [0], seconds=0.5, size=4 * CHUNK, hop=False)
     assert rate_between(times[0], t0 + 0.1, t0 + 0.5) == pytest.approx(10 * MB, rel=0.15)
+
+
+def test_a_body_longer_than_its_length_still_moves_at_the_rate():
+    bucket = workers(SlowStore(0.005), 1, 10 * MB, 10 * MB)[0]
+    body = bucket.stream(2 * CHUNK)
+    started = time.monotonic()
+    for _ in range(40):
+        body.take(CHUNK)
+    body.close()
+    assert time.monotonic() - started == pytest.approx(40 * CHUNK / (10 * MB), rel=0.25)
