@@ -99,9 +99,9 @@ end
 tokens = math.min(capacity, tokens + math.max(0, now - stamp) * rate) + back
 local amount = 0
 if streams > 0 then
-  -- its fair part of the horizon, or all the bucket holds (no one is queued)
-  local fair = rate * horizon * streams / math.max(all, streams)
-  amount = math.min(maximum, math.max(minimum, fair, tokens))
+  -- its fair part of the horizon, or of what the bucket holds if more (no one is queued)
+  local part = streams / math.max(all, streams)
+  amount = math.min(maximum, math.max(minimum, rate * horizon * part, tokens * part))
   tokens = tokens - amount
 end
 tokens = math.min(capacity, tokens)
@@ -238,7 +238,7 @@ class SharedBucket:
         self.credited = 0.0  # units of finished grants, ever
         self.grants: collections.deque[Grant] = collections.deque()
         self.advance_since: float | None = None  # credit while a lease is late (_advance_rate)
-        self.per_stream = 0.0  # the scope's rate over its streams, at the last lease
+        self.everyone = 0  # streams of all lessees at the last lease (0: none yet)
         self.leasing = False
         self.registered = False  # counted among the lessees in Redis
         self.last_amount = 0.0
@@ -324,7 +324,7 @@ class SharedBucket:
         the total over a few round trips still holds the rate. The credit grows
         with the streams that join meanwhile, and lasts two round trips at most.
         """
-        return (self.per_stream * max(self.streams, 1)) or self.own.rate
+        return self._part() * self.rate if self.everyone else self.own.rate
 
     # -- accounting --------------------------------------------------------------
 
@@ -356,9 +356,22 @@ class SharedBucket:
     def _prefetch(self) -> None:
         """Ask for the next lease while about one is still held: streams never wait a trip."""
         held = self.held()
-        if not self.leasing and held < max(self.last_amount, 1.0) and self.wanted() > 0:
+        if not self.leasing and held < max(self._fair_lease(), 1.0) and self.wanted() > 0:
             self.leasing = True
             eventlet.spawn_n(self._call, max(self.streams, 1), max(-held, 1.0), self.wanted(), 0.0)
+
+    def _fair_lease(self) -> float:
+        """What a lease brings this worker, about: its streams' part of a horizon."""
+        return self._part() * self.rate * self.horizon if self.everyone else self.last_amount
+
+    def _part(self) -> float:
+        """This worker's part of the scope: its streams over everyone's at the last lease.
+
+        Streams that joined here since are taken to have come from other workers
+        (GETs moving between workers), not to add to everyone's.
+        """
+        mine = max(self.streams, 1)
+        return mine / max(self.everyone, mine)
 
     def _give_back_when_idle(self) -> None:
         """Return what is held (and leave the lessees) once no stream came back in ``GRACE``."""
@@ -394,7 +407,7 @@ class SharedBucket:
             self.rtt = 0.7 * self.rtt + 0.3 * (back - sent)
             self.registered = streams > 0
             self.advance_since = None
-            self.per_stream = rate / max(streams_all, 1)
+            self.everyone = streams_all
             if amount > 0:
                 self.last_amount = amount
                 self.grants.append(Grant(amount, (sent + back) / 2 + covered, rate))
