@@ -64,6 +64,7 @@ from iostack.monitoring.bus import Consumer, PerWorker, qos_exchange, source_id
 from iostack.policy.reader import PolicyStoreUnavailable
 from iostack.policy.view import RequestView, view_for
 from iostack.swift_middleware.shared_bucket import (
+    LOG,
     LeaseStore,
     RedisLeases,
     SharedBucket,
@@ -87,7 +88,7 @@ class Shaper:
         self.burst = burst
         self.store = store
         self.lessee = lessee
-        self.logger = logger
+        self.logger = logger or LOG
         self.assigned: dict[str, dict[str, float]] = {}  # scope -> direction -> rate
         self.totals: dict[str, dict[str, float]] = {}  # ... over every worker
         self._buckets: dict[tuple[str, str], TokenBucket] = {}
@@ -156,7 +157,7 @@ class Shaper:
             if bucket is None:
                 bucket = self._shared[(scope, direction)] = SharedBucket(
                     self.store, scope, direction, self.lessee, total, share, self.burst,
-                    **({"logger": self.logger} if self.logger else {}))
+                    self.logger)
             else:
                 bucket.set_rates(total, share)
             return bucket
