@@ -21,25 +21,32 @@ exceed the rate, however many workers lease.
 Round trips cost tens of milliseconds on a loaded machine, so a stream must
 never wait for one:
 
-- A worker asks for its next lease while it still holds about one lease
-  (``prefetch``), in a green thread of its own; streams keep consuming.
-- A lease is ``rate * horizon * streams / all streams`` bytes: the worker's
-  fair part (the hash also keeps each lessee's active stream count, field
-  ``lessee:<worker>`` = ``"<streams> <expiry>"``) of ``horizon`` seconds of
-  the scope's rate, where ``horizon`` is twice the worker's measured round
-  trip (bounded): enough that one lease in flight keeps its streams fed,
-  small enough that a new stream's first lease is not queued behind long
-  leases of others. Leases in proportion to streams make the split fair per
-  stream, not per worker.
-- Bytes leased and not used go back: when a worker's last stream of the
-  scope ends and no other starts within a short grace, it returns what it
-  holds (a lease with a negative amount), so idle workers do not sit on the
-  cap. A worker that stops without returning them just expires from the
-  lessee count (``LESSEE_TTL``); the bucket key expires when unused.
+- A lease is the worker's fair part of ``horizon`` seconds of the scope's
+  rate: ``rate * horizon * streams / all streams`` (the hash also keeps each
+  lessee's active stream count, field ``lessee:<worker>`` =
+  ``"<streams> <expiry>"``), or of what the bucket holds if that is more (no
+  one is queued). ``horizon`` is twice the worker's measured round trip
+  (bounded): enough that one lease in flight keeps its streams fed, small
+  enough that a new stream's first lease is not queued behind long leases of
+  others. Leases in proportion to streams make the split fair per stream,
+  not per worker. A lease never exceeds what the worker's streams have left
+  to move (their Content-Length), so a worker does not hold bytes it will
+  not send when the next GET lands elsewhere.
+- A worker asks for its next lease, in a green thread of its own, while it
+  still holds about one (``_prefetch``); its streams keep consuming.
+- A stream that lands on a worker holding nothing starts at once, on credit,
+  at the worker's part of the rate as of its last lease, for two round trips
+  at most (``_advance_rate``); what it moves stays asked for and is charged
+  to the lease that comes back, or the next one.
+- When a worker's last stream of the scope ends and no other starts within
+  ``GRACE``, it gives back what it holds, or pays what it moved on credit (a
+  lease with a given-back amount), and leaves the lessees, so idle workers
+  neither sit on the cap nor count as streams. A worker that stops without
+  doing so drops out of the count after ``LESSEE_TTL``; the bucket key
+  expires when unused.
 
-A new stream is shaped from its first byte: it waits for its worker's first
-lease (one round trip plus its place in the queue) and then runs at its fair
-share, instead of running unshaped or at a floor until the next assignment.
+So a new stream is shaped from its first byte at its fair share, instead of
+running unshaped or at a floor until the controller's next assignment.
 
 When Redis cannot be reached (or answers with an error), the worker falls
 back for ``RETRY`` seconds to a bucket of its own at the rate the global
@@ -214,9 +221,10 @@ class Stream:
 class SharedBucket:
     """A scope's bucket as one worker sees it: leased from Redis, its own share if it cannot.
 
-    ``take(n)`` returns once ``n`` more units are covered, sleeping (green)
-    meanwhile; streams are served in the order they asked. ``join``/``leave``
-    count the streams using it, which size its leases.
+    ``stream(length)`` opens a stream on it; the stream's ``take(n)`` returns
+    once ``n`` more units are covered, sleeping (green) meanwhile, streams
+    served in the order they asked; its ``close()`` ends it. Open streams and
+    what they have left size the worker's leases.
     """
 
     def __init__(self, store: LeaseStore | None, scope: str, direction: str, lessee: str,
