@@ -35,9 +35,11 @@ never wait for one:
 - A worker asks for its next lease, in a green thread of its own, while it
   still holds about one (``_prefetch``); its streams keep consuming.
 - A stream that lands on a worker holding nothing starts at once, on credit,
-  at the worker's part of the rate as of its last lease, for two round trips
-  at most (``_advance_rate``); what it moves stays asked for and is charged
-  to the lease that comes back, or the next one.
+  at the worker's part of the rate as of its last lease, until the lease
+  comes back (``_advance_rate``); what it moves stays asked for and is
+  charged to that lease or the next one. So a Redis that stalls (an fsync,
+  a busy machine) does not stop the streams: the workers go on at their
+  parts, and the bucket is charged when it answers.
 - When a worker's last stream of the scope ends and no other starts within
   ``GRACE``, it gives back what it holds, or pays what it moved on credit (a
   lease with a given-back amount), and leaves the lessees, so idle workers
@@ -330,7 +332,8 @@ class SharedBucket:
         it moves meanwhile are not free: they stay asked for, so the lease that
         comes back (which ends this credit) or the next one pays for them, and
         the total over a few round trips still holds the rate. The credit grows
-        with the streams that join meanwhile, and lasts two round trips at most.
+        with the streams that join meanwhile, and lasts until the lease comes
+        back (or fails: then the worker's own bucket paces at the same part).
         """
         return self._part() * self.rate if self.everyone else self.own.rate
 
@@ -342,7 +345,7 @@ class SharedBucket:
             self.credited += self.grants.popleft().amount
         advanced = 0.0
         if self.advance_since is not None:
-            advanced = min(now - self.advance_since, 2 * self.rtt) * self._advance_rate()
+            advanced = (now - self.advance_since) * self._advance_rate()
         return self.credited + sum(g.covered(now) for g in self.grants) + advanced
 
     def _time_covered(self, need: float) -> float | None:
@@ -352,9 +355,7 @@ class SharedBucket:
                 return grant.when(need)
             need -= grant.amount
         if self.advance_since is not None:
-            at = self.advance_since + need / self._advance_rate()
-            if at <= self.advance_since + 2 * self.rtt:
-                return at
+            return self.advance_since + need / self._advance_rate()
         return None
 
     def held(self) -> float:

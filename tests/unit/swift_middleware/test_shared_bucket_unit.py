@@ -95,10 +95,12 @@ class SlowStore:
         self.lessees: dict[str, int] = {}
         self.calls: list[tuple[str, int, float, float]] = []  # lessee, streams, amount, back
         self.fail = False
+        self.stall = 0.0  # the next call takes this much longer (an fsync, a busy machine)
 
     def lease(self, scope, direction, lessee, streams, rate, capacity, horizon, minimum,
               maximum, give_back):
-        eventlet.sleep(self.rtt / 2)
+        stall, self.stall = self.stall, 0.0
+        eventlet.sleep(self.rtt / 2 + stall)
         if self.fail:
             raise redis.ConnectionError("Redis is down")
         now = time.monotonic()
@@ -214,3 +216,17 @@ def test_a_body_longer_than_its_length_still_moves_at_the_rate():
         body.take(CHUNK)
     body.close()
     assert time.monotonic() - started == pytest.approx(40 * CHUNK / (10 * MB), rel=0.25)
+
+
+def test_a_stalled_redis_does_not_stop_the_streams_and_is_charged_when_it_answers():
+    """While a lease is late the streams go on at their part; the bucket is charged after."""
+    rate = 10 * MB
+    store = SlowStore(0.002)
+    bucket = workers(store, 1, rate, rate)[0]
+    eventlet.spawn_after(0.5, setattr, store, "stall", 0.4)
+    t0, times = run_streams([bucket], [0, 0], seconds=1.0, hop=False)
+    assert sum(rate_between(t, t0 + 0.45, t0 + 0.95) for t in times) == pytest.approx(
+        rate, rel=0.15), "through the stall"
+    eventlet.sleep(0.05)
+    charged = sum(amount - back for _, _, amount, back in store.calls)
+    assert charged == pytest.approx(sum(len(t) for t in times) * CHUNK)
