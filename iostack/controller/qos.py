@@ -26,9 +26,11 @@ moved bytes or has a policy, and for each direction (``get``: bytes sent,
    parts add up to the total.
 
 Assignments go out on ``<namespace>.qos`` (routing key ``qos.assign``) as
-one message naming every worker's rates; each worker applies its part
-(``iostack.swift_middleware.qos``) within the interval, and keeps it while
-it hears nothing new. Target vs achieved per scope is kept in Redis
+one message naming every worker's rates. The workers pace a scope's bytes
+with one bucket shared through Redis at the sum of the parts (so the split
+matters only when Redis cannot be reached) and its requests at their own
+part (``iostack.swift_middleware.qos``); they apply a message within the
+interval and keep it while they hear nothing new. Target vs achieved per scope is kept in Redis
 (``qos`` hash) for ``GET /v1/qos`` and ``iostack qos status``.
 """
 

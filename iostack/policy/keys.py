@@ -24,6 +24,9 @@ key (after the prefix)                type     value
                                                it the data path refuses writes (503)
 ``actors``                            hash     policy id -> its actor's state JSON
 ``qos``                               hash     bandwidth scope -> SLO, assigned vs achieved
+``qos:bucket:<direction>:<scope>``    hash     the scope's shared token bucket (``tokens``,
+                                               ``stamp``, ``lessee:<worker>``; see
+                                               ``iostack.swift_middleware.shared_bucket``)
 ``history``                           list     policy changes, version = index (``history``)
 ``history:policies``                  hash     policy id -> its record as submitted (kept)
 ``actor_events``                      list     actors' enforce/revert events, newest first
@@ -70,6 +73,9 @@ class KeySpace:
         self.history_policies = prefix + "history:policies"
         self.actor_events = prefix + "actor_events"
         self.ui_sessions = prefix + "ui:session:"
+
+    def qos_bucket(self, direction: str, scope: str) -> str:
+        return f"{self.prefix}qos:bucket:{direction}:{scope}"
 
     def rules(self, level: str, target: str) -> str:
         if level not in LEVELS:

@@ -1,8 +1,8 @@
 """Bandwidth SLOs on a real two-proxy all-in-one: caps, minimums, fairness, changes, 429.
 
-A private stack with two proxies and a configured GET capacity of 12 MB/s;
-tenants read a 1 MiB object through both proxies at once, and the rates are
-measured from the bytes the clients receive.
+A private stack with two proxies of two workers each and a configured GET
+capacity of 12 MB/s; tenants read a 1 MiB object through both proxies at
+once, and the rates are measured from the bytes the clients receive.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ MB = 1e6
 CAPACITY = 12 * MB
 
 
-PRIVATE_STACK_ARGS = ("--proxies", "2", "--qos-capacity-get", str(int(CAPACITY)))
+PRIVATE_STACK_ARGS = ("--proxies", "2", "--proxy-workers", "2",
+                      "--qos-capacity-get", str(int(CAPACITY)))
 
 
 @pytest.fixture(scope="module")
@@ -45,20 +46,25 @@ def client(stack, private_admin):
 class Load:
     """GETs of a tenant's object through every proxy, bytes timestamped as they arrive."""
 
-    def __init__(self, stack: dict, tenants: list[str], seconds: float) -> None:
+    def __init__(self, stack: dict, tenants: list[str], seconds: float, per_proxy: int = 1,
+                 proxies: list[str] | None = None, fresh: bool = False) -> None:
+        """``fresh``: each GET on a new connection, which any worker of the proxy may take."""
         self.received: dict[str, list[tuple[float, int]]] = {t: [] for t in tenants}
         self.until = time.time() + seconds
-        self.threads = [threading.Thread(target=self._run, args=(stack, t, url), daemon=True)
-                        for t in tenants for url in stack["proxy_urls"]]
+        self.threads = [threading.Thread(target=self._run, args=(stack, t, url, fresh),
+                                         daemon=True)
+                        for t in tenants for url in proxies or stack["proxy_urls"]
+                        for _ in range(per_proxy)]
         for thread in self.threads:
             thread.start()
 
-    def _run(self, stack: dict, tenant: str, proxy: str) -> None:
+    def _run(self, stack: dict, tenant: str, proxy: str, fresh: bool) -> None:
         creds = stack["tenants"][tenant]
         url = f"{proxy}/v1/{creds['account']}/qos/o"
         session = requests.Session()
         while time.time() < self.until:
-            with session.get(url, headers={"X-Auth-Token": creds["token"]}, stream=True) as resp:
+            client = requests if fresh else session
+            with client.get(url, headers={"X-Auth-Token": creds["token"]}, stream=True) as resp:
                 assert resp.status_code == 200
                 for chunk in resp.iter_content(65536):
                     self.received[tenant].append((time.time(), len(chunk)))
@@ -87,6 +93,28 @@ def test_a_cap_holds_summed_over_both_proxies(stack, client):
     assert "capacity: get 12 MB/s" in shown
     row = next(line.split() for line in shown.splitlines() if line.startswith("AUTH_t1  get"))
     assert row[2:5] == ["cap", "4", "MB/s"] and row[5:7] == ["4", "MB/s"]
+
+
+def test_a_cap_holds_over_all_workers_and_a_new_stream_is_shaped_from_its_first_second(
+        stack, client):
+    """Four workers (two per proxy) share one cap: GETs on new connections land on any of
+    them, and a stream that joins gets its fair share at once, neither unshaped nor
+    stalled. Per-worker buckets re-split once a second delivered well under the cap here
+    (and a newcomer got near nothing in its first second)."""
+    cap = 8 * MB
+    client.add_policies("FOR TENANT t3 DO SET BANDWIDTH WITH get=8MBps")
+    load = Load(stack, ["t3"], 10, per_proxy=2, fresh=True)
+    time.sleep(5)
+    newcomer = Load(stack, ["t3"], 5, proxies=stack["proxy_urls"][-1:], fresh=True)
+    load.join()
+    newcomer.join()
+    first = load.rate("t3", 10, 9)
+    assert first <= 1.25 * cap, "the scope's first second is shaped"
+    total = load.rate("t3", 4, 0) + newcomer.rate("t3", 4, 0)
+    assert total == pytest.approx(cap, rel=0.12)
+    joined = newcomer.rate("t3", 5, 4)
+    assert joined >= 0.5 * cap / 5, "the newcomer's first second: its share, not a floor"
+    assert joined + load.rate("t3", 5, 4) <= 1.25 * cap, "... nor unshaped"
 
 
 def test_minimum_holds_under_contention_and_spare_is_shared_fairly(stack, client):

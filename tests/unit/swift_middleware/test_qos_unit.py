@@ -13,7 +13,7 @@ from fakeswift import FakeReader, FakeSwift, deny, request, rule, use_reader
 from iostack.filters.bandwidth import scope_of
 from iostack.filters.registry import get_filter
 from iostack.policy.reader import PolicyStoreUnavailable
-from iostack.swift_middleware import qos
+from iostack.swift_middleware import qos, shared_bucket
 from iostack.swift_middleware.qos import QosMiddleware, Shaper, TokenBucket
 
 
@@ -69,16 +69,16 @@ def test_assignments_override_policy_caps_and_minimums_shape_nothing_alone():
     assert shaper.rate("AUTH_t1", "get", cap) == 400
 
 
-def test_an_assignment_reaches_the_buckets_of_requests_under_way():
-    """A long GET paced at a small share speeds up when its worker's share grows."""
+def test_an_assignment_reaches_the_workers_own_buckets():
+    """Requests/s are paced per worker: its bucket follows its part."""
     shaper = Shaper(0.05)
-    shaper.assign({"sources": {"me": {"AUTH_t1": {"get": 3e6}}}}, "me")
-    held = shaper.bucket("AUTH_t1", "get", shaper.rate("AUTH_t1", "get", None))
-    assert held.rate == 3e6
-    shaper.assign({"sources": {"me": {"AUTH_t1": {"get": 60e6}}}}, "me")
-    assert held.rate == 60e6
+    shaper.assign({"sources": {"me": {"AUTH_t1": {"ops": 3}}}}, "me")
+    held = shaper.bucket("AUTH_t1", "ops", shaper.rate("AUTH_t1", "ops", None))
+    assert held.rate == 3
+    shaper.assign({"sources": {"me": {"AUTH_t1": {"ops": 60}}}}, "me")
+    assert held.rate == 60
     shaper.assign({"sources": {"me": {}}}, "me")  # no part for it now: keep pacing
-    assert held.rate == 60e6
+    assert held.rate == 60
 
 
 def app(env, start_response):
@@ -89,7 +89,7 @@ def app(env, start_response):
 
 @pytest.fixture
 def middleware(monkeypatch):
-    mw = QosMiddleware(app, {"burst": "0.01"})
+    mw = QosMiddleware(app, {"burst": "0.01", "shared_buckets": "false"})
     slept = []
     monkeypatch.setattr(qos.eventlet, "sleep", slept.append)
     mw.slept = slept
@@ -143,10 +143,11 @@ class Shaped:
         self.swift = FakeSwift()
         self.reader = FakeReader()
         use_reader(monkeypatch, self.reader)
-        monkeypatch.setattr(qos, "TokenBucket", lambda rate, burst: TokenBucket(
-            rate, burst, clock=self.clock))
+        for module in (qos, shared_bucket):
+            monkeypatch.setattr(module, "TokenBucket", lambda rate, burst, *_: TokenBucket(
+                rate, burst, clock=self.clock))
         monkeypatch.setattr(qos.eventlet, "sleep", self.sleep)
-        self.mw = QosMiddleware(self.swift, {"burst": "0.01"})
+        self.mw = QosMiddleware(self.swift, {"burst": "0.01", "shared_buckets": "false"})
 
     def sleep(self, seconds: float) -> None:
         self.slept.append(seconds)
@@ -195,3 +196,53 @@ def test_an_unreadable_policy_store_serves_unshaped(shaped):
     shaped.swift.register("GET", "/v1/AUTH_t1/c/o", 200, {}, [b"x" * 100_000])
     assert len(request(shaped.mw, "GET", "/v1/AUTH_t1/c/o").body) == 100_000
     assert shaped.slept == []
+
+
+# -- shared buckets: rates from the assignments, streams with their lengths -------------
+
+def test_a_shared_bucket_runs_at_the_sum_of_the_parts_and_falls_back_to_this_workers():
+    shaper = Shaper(0.05)  # no Redis: every bucket uses its fallback
+    cap = get_filter("bandwidth").validate({"get": 1000})
+    held = shaper.shared("AUTH_t1", "get", cap)
+    assert (held.rate, held.own.rate) == (1000, 1000), "before any assignment: the policy's cap"
+    assert shaper.shared("AUTH_t1", "put", cap) is None
+    shaper.assign({"sources": {"me": {"AUTH_t1": {"get": 100}},
+                               "other": {"AUTH_t1": {"get": 200}}}}, "me")
+    assert (held.rate, held.own.rate) == (300, 100), "a GET under way follows the assignment"
+    shaper.assign({"sources": {"me": {}, "other": {"AUTH_t2": {"get": 50}}}}, "me")
+    carried = shaper.shared("AUTH_t2", "get", None)
+    assert carried is not None and carried.rate == 50, "a scope other workers carry is shaped"
+
+
+class Recorded:
+    """A shared bucket that records the streams the middleware opens on it."""
+
+    def __init__(self) -> None:
+        self.streams: list[dict] = []
+
+    def stream(self, length):
+        record = {"length": length, "taken": 0, "closed": False}
+        self.streams.append(record)
+
+        class Stream:
+            def take(self, amount):
+                record["taken"] += amount
+
+            def close(self):
+                record["closed"] = True
+
+        return Stream()
+
+
+def test_streams_are_opened_with_their_body_length_and_closed_at_the_end(shaped, monkeypatch):
+    bucket = Recorded()
+    monkeypatch.setattr(Shaper, "shared", lambda *_: bucket)
+    shaped.reader.levels = [rule("bandwidth", get=1000, put=1000)]
+    assert request(shaped.mw, "PUT", "/v1/AUTH_t1/c/o", b"p" * 500).status_int == 201
+    assert bucket.streams == [{"length": 500, "taken": 500, "closed": True}]
+    assert request(shaped.mw, "GET", "/v1/AUTH_t1/c/o").body == b"p" * 500
+    assert bucket.streams[1] == {"length": 500, "taken": 500, "closed": True}
+    shaped.swift.register("GET", "/v1/AUTH_t1/c/chunked", 200, {}, [b"x" * 1000] * 3)
+    assert len(request(shaped.mw, "GET", "/v1/AUTH_t1/c/chunked").body) == 3000
+    assert bucket.streams[2] == {"length": None, "taken": 3000, "closed": True}, \
+        "no Content-Length: a stream of unknown length"
