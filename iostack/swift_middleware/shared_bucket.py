@@ -78,6 +78,11 @@ RETRY = 5.0  # s without trying Redis again after a failed lease
 HORIZON = (0.02, 0.25)  # bounds of a lease, in seconds of the scope's rate
 GRACE = 0.005  # s an idle worker waits for a new stream before giving back what it holds
 MAX_WAIT = 1.0  # s a waiting stream sleeps at most before looking again
+# A wait shorter than this is not slept: the stream goes on and its bytes stay
+# counted, so the next chunk waits that much longer (no drift). Swift's poll hub
+# truncates a timeout to whole milliseconds, so a 0.5 ms sleep (a 64 KiB chunk at
+# 125 MB/s) polls with 0 until it is due: one core spinning per shaped stream.
+MIN_SLEEP = 0.002
 
 LEASE_LUA = """
 -- KEYS[1]: the bucket. ARGV: lessee, its streams (0: leaving), rate, capacity,
@@ -307,13 +312,15 @@ class SharedBucket:
                     return
                 at = self._time_covered(ticket - self.credited)
                 if at is not None:
-                    eventlet.sleep(min(MAX_WAIT, max(0.0, at - now)))
+                    if at - now < MIN_SLEEP:
+                        return
+                    eventlet.sleep(min(MAX_WAIT, at - now))
                 elif self.leasing and self.advance_since is None:
                     self.advance_since = now
                 else:  # nothing leased reaches it yet: wait for the next lease
                     self._wait_for_lease()
         # Redis failed (now, or while this stream waited): the worker's own share.
-        if delay := self.own.reserve(amount):
+        if (delay := self.own.reserve(amount)) >= MIN_SLEEP:
             eventlet.sleep(delay)
 
     def _wait_for_lease(self) -> None:

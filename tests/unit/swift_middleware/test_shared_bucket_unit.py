@@ -230,3 +230,26 @@ def test_a_stalled_redis_does_not_stop_the_streams_and_is_charged_when_it_answer
     eventlet.sleep(0.05)
     charged = sum(amount - back for _, _, amount, back in store.calls)
     assert charged == pytest.approx(sum(len(t) for t in times) * CHUNK)
+
+
+@pytest.mark.parametrize("fail", [False, True], ids=["shared", "own bucket"])
+def test_fast_streams_never_sleep_under_the_hubs_resolution_and_keep_the_rate(fail,
+                                                                             monkeypatch):
+    """64 KiB chunks at 125 MB/s are 0.5 ms apart: Swift's poll hub truncates such a
+    sleep to a 0 ms poll and spins until it is due. Waits that short are not slept; the
+    bytes stay counted, so the next wait is longer and the rate still holds."""
+    from iostack.swift_middleware import shared_bucket
+
+    slept: list[float] = []
+    green_sleep = eventlet.sleep
+    monkeypatch.setattr(shared_bucket.eventlet, "sleep",
+                        lambda seconds=0: (slept.append(seconds), green_sleep(seconds))[1])
+    store = SlowStore(0.002)
+    store.fail = fail
+    rate = 125 * MB
+    bucket = workers(store, 1, rate, rate)[0]
+    t0, times = run_streams([bucket], [0], seconds=0.6, size=64 * CHUNK, hop=False)
+    # Not counted: yields (0: the streams' start), SlowStore's round trips, the grace.
+    waits = [s for s in slept if s not in (0, 0.002 / 2, shared_bucket.GRACE)]
+    assert waits and min(waits) >= shared_bucket.MIN_SLEEP, sorted(waits)[:5]
+    assert rate_between(times[0], t0 + 0.2, t0 + 0.6) == pytest.approx(rate, rel=0.1)
