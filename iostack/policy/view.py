@@ -157,11 +157,27 @@ class RequestView:
         authorize = self._env.get("swift.authorize")
         if authorize is None:
             return True
-        req = Request(self._env)
-        if self.container and self._app is not None:
+        # Asked on a copy of the environ: the ACL set here (swob keeps it in the
+        # environ) and what the auth middleware notes there (swift_owner) must not
+        # reach the proxy server's own check, which asks container POST, PUT and
+        # DELETE with no ACL at all.
+        req = Request(dict(self._env))
+        acl = self._acl_name()
+        if acl and self._app is not None:
             info = get_container_info(self._env, self._app, swift_source=SUBREQUEST_SOURCE)
-            req.acl = info.get("read_acl" if self.method in ("GET", "HEAD") else "write_acl")
+            req.acl = info.get(acl)
+            if acl == "write_acl":
+                req.environ["swift_sync_key"] = info.get("sync_key")
         return authorize(req) is None
+
+    def _acl_name(self) -> str | None:
+        """The container ACL the proxy server sets before it asks auth about this request:
+        read for object and container reads, write for object writes, none otherwise."""
+        if not self.container:
+            return None
+        if self.method in ("GET", "HEAD"):
+            return "read_acl"
+        return "write_acl" if self.obj else None
 
     # -- policies --------------------------------------------------------------
     def lookup(self, reader: PolicyReader) -> Lookup:
