@@ -5,9 +5,10 @@ from it while it reads the tenant's bytes from the client, hashing and
 counting them. When the body is complete, the proxy asks for footers
 (``swift.callback.update_footers``) and ``install_footers`` adds the filter
 record, the tenant's ETag and size, and the container-update overrides. A
-client ETag that does not match, a body shorter than its Content-Length, or a
-filter that fails raise before the footers are sent, so the object servers
-never commit the object: nothing half-written becomes visible.
+client ETag that does not match, a body shorter than its Content-Length or
+longer than Swift's ``max_file_size``, or a filter that fails raise before
+the footers are sent, so the object servers never commit the object:
+nothing half-written becomes visible.
 
 A pipeline whose filters all preserve bytes (``FilterSpec.preserves_bytes``)
 needs none of that: ``EncodingInput(..., hash_body=False)`` runs the body
@@ -23,10 +24,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from eventlet import patcher
+from swift.common import constraints
 from swift.common.request_helpers import get_container_update_override_key
 from swift.common.swob import (
     HTTPClientDisconnect,
     HTTPInternalServerError,
+    HTTPRequestEntityTooLarge,
     HTTPServiceUnavailable,
     HTTPUnprocessableEntity,
     Request,
@@ -114,6 +117,10 @@ class EncodingInput:
                 if not chunk:
                     break
                 self.received += len(chunk)
+                if self.received > constraints.MAX_FILE_SIZE:
+                    # Swift's limit is on what the tenant stores, not on the
+                    # encoded bytes the proxy server counts.
+                    raise HTTPRequestEntityTooLarge(request=self.request)
                 if self.md5:
                     self.md5.update(chunk)
                 yield chunk

@@ -39,6 +39,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from swift.common.constraints import check_object_creation
 from swift.common.request_helpers import (
     update_etag_is_at_header,
     update_ignore_range_header,
@@ -87,6 +88,18 @@ def _carries_no_data(req: Request) -> bool:
             or req.params.get("multipart-manifest") == "put"
             or "X-Object-Sysmeta-Symlink-Target" in req.headers
             or ("X-Object-Manifest" in req.headers and req.content_length == 0))
+
+
+def _creation_error(req: Request, obj: str) -> HTTPException | None:
+    """Swift's own checks of a new object (411, 501, 413 ...), made before encoding
+    replaces the framing they read: the encoded body is sent chunked, so the proxy
+    server would find a length where the client sent none, and no declared size to
+    refuse. Swift's proxy guesses a missing Content-Type and stamps the request
+    before it checks; so does the copy checked here."""
+    probe = Request(dict(req.environ))
+    probe.headers.setdefault("Content-Type", "application/octet-stream")
+    probe.ensure_x_timestamp()
+    return check_object_creation(probe, obj)
 
 
 class IOStackProxyMiddleware:
@@ -194,6 +207,11 @@ class IOStackProxyMiddleware:
             return self.app
         if preserved:
             return self._put_preserved(req, encoders)
+        if not view.authorized():
+            return self.app  # Swift refuses it (401/403) before reading a byte
+        error = _creation_error(req, view.obj)
+        if error is not None:
+            return error
         return self._put_encoded(req, encoders)
 
     def _put_preserved(self, req: Request, encoders: list) -> Any:

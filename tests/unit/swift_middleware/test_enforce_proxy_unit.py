@@ -11,6 +11,8 @@ import json
 
 import pytest
 from fakeswift import FakeReader, FakeSwift, deny, md5, request, rule, use_reader
+from swift.common import constraints
+from swift.common.swob import Request
 
 from iostack.policy.reader import PolicyStoreUnavailable
 from iostack.swift_middleware.enforce.proxy import filter_factory
@@ -183,6 +185,51 @@ def test_byte_preserving_filters_keep_swifts_etag_and_length(proxy, swift, reade
     assert stored.body == BODY and json.loads(stored.headers[PIPELINE_HEADER])[0]["name"] == "noop"
     assert SIZE_HEADER not in stored.headers
     assert request(proxy, "GET", PATH, headers={"Range": "bytes=5-9"}).body == BODY[5:10]
+
+
+def _unframed_put(proxy, **headers: str):
+    """A PUT of BODY whose framing is only ``headers`` (no Content-Length of its own)."""
+    req = Request.blank(PATH, environ={"REQUEST_METHOD": "PUT"}, body=BODY)
+    del req.headers["Content-Length"]
+    req.headers.update(headers)
+    return req.get_response(proxy)
+
+
+@pytest.mark.parametrize(("headers", "status"), [
+    ({}, 411),  # neither Content-Length nor chunked: Swift asks for a length
+    ({"Transfer-Encoding": "gzip,chunked"}, 501),
+])
+def test_framing_swift_refuses_is_refused_before_it_is_rewritten(proxy, swift, headers, status):
+    # Encoding sends the body chunked; the client's framing must be judged first,
+    # as Swift's proxy judges it (the body was once stored empty with 201).
+    resp = _unframed_put(proxy, **headers)
+    assert resp.status_int == status
+    assert swift.calls_to("PUT", PATH) == [] and swift.objects == {}
+
+
+def test_a_declared_length_over_swifts_limit_is_refused_up_front(proxy, swift, monkeypatch):
+    monkeypatch.setattr(constraints, "MAX_FILE_SIZE", len(BODY) - 1)
+    resp = _unframed_put(proxy, **{"Content-Length": str(len(BODY))})
+    assert resp.status_int == 413
+    assert swift.calls_to("PUT", PATH) == []
+
+
+def test_swifts_limit_holds_for_the_tenants_bytes_not_the_stored_ones(proxy, swift, monkeypatch):
+    # Compressed, BODY is far under the limit; what the tenant stores is over it.
+    monkeypatch.setattr(constraints, "MAX_FILE_SIZE", len(BODY) // 2)
+    resp = _unframed_put(proxy, **{"Transfer-Encoding": "chunked"})
+    assert resp.status_int == 413
+    assert swift.objects == {}
+    monkeypatch.setattr(constraints, "MAX_FILE_SIZE", len(BODY))
+    assert _unframed_put(proxy, **{"Transfer-Encoding": "chunked"}).status_int == 201
+    assert swift.objects[PATH].headers[SIZE_HEADER] == str(len(BODY))
+
+
+def test_unframed_puts_of_unauthorized_clients_get_the_auth_answer(proxy, swift):
+    req = Request.blank(PATH, environ={"REQUEST_METHOD": "PUT", "swift.authorize": deny},
+                        body=BODY)
+    del req.headers["Content-Length"]
+    assert req.get_response(proxy).status_int == 401
 
 
 def test_unauthorized_requests_get_the_auth_answer_and_store_nothing(proxy, swift):
