@@ -97,7 +97,9 @@ def _creation_error(req: Request, obj: str) -> HTTPException | None:
     refuse. Swift's proxy guesses a missing Content-Type and stamps the request
     before it checks; so does the copy checked here."""
     probe = Request(dict(req.environ))
-    probe.headers.setdefault("Content-Type", "application/octet-stream")
+    # Swift replaces an absent *or empty* type (swiftclient sends an empty one).
+    if not probe.headers.get("Content-Type"):
+        probe.headers["Content-Type"] = "application/octet-stream"
     probe.ensure_x_timestamp()
     return check_object_creation(probe, obj)
 

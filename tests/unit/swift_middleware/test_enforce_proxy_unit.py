@@ -207,6 +207,17 @@ def test_framing_swift_refuses_is_refused_before_it_is_rewritten(proxy, swift, h
     assert swift.calls_to("PUT", PATH) == [] and swift.objects == {}
 
 
+@pytest.mark.parametrize("content_type", [None, ""])
+def test_a_missing_or_empty_content_type_is_stored_as_swift_would(proxy, swift, content_type):
+    # swiftclient sends an empty Content-Type; Swift's proxy guesses one, so the
+    # creation checks made here must not refuse it as invalid.
+    headers = {"Content-Length": str(len(BODY))}
+    if content_type is not None:
+        headers["Content-Type"] = content_type
+    assert _unframed_put(proxy, **headers).status_int == 201
+    assert PATH in swift.objects
+
+
 def test_a_declared_length_over_swifts_limit_is_refused_up_front(proxy, swift, monkeypatch):
     monkeypatch.setattr(constraints, "MAX_FILE_SIZE", len(BODY) - 1)
     resp = _unframed_put(proxy, **{"Content-Length": str(len(BODY))})
