@@ -290,17 +290,36 @@ class _Checker:
             raise _at(node, f"unknown parameter {name!r} for {meta.name}"
                             f"{hint or listing}")
         label = repr(name) if name == node.name else f"{name!r} ({_written(node)})"
+        kind = "ops" if declared.unit == "ops" else declared.type
         try:
             value = convert(declared, node.value)
         except ValueError as exc:
             raise _at(node.value, f"parameter {label} of {meta.name} {exc}, "
-                                  f"got {node.value.raw!r}") from None
+                                  f"got {node.value.raw!r}{_unit_hint(node.value, kind)}") from None
+        self.unit_taken(node.value, f"{_written(node)}={node.value.raw}", kind)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             low, high = declared.minimum, declared.maximum
             if (low is not None and value < low) or (high is not None and value > high):
                 raise _at(node.value, f"parameter {label} of {meta.name} must be in "
                                       f"[{_num(low)}, {_num(high)}], got {node.value.raw}")
         return value
+
+    def unit_taken(self, value: ast.Value, what: str, kind: str) -> None:
+        """Warn, naming the unit, where a rate or duration was bare or written in bits."""
+        quantity = value.data
+        if value.kind != "quantity":
+            return
+        if quantity.bits:
+            self.warnings.append(Diagnostic(
+                value.line, value.column,
+                f"{what} is in bits: taken as {quantity.value:,.0f} bytes/s "
+                f"({_human_rate(quantity.value)})"))
+        elif quantity.kind == "number" and quantity.value and kind in _BASE_UNITS:
+            base, example = _BASE_UNITS[kind]
+            self.warnings.append(Diagnostic(
+                value.line, value.column,
+                f"{what} has no unit: taken as {_num(quantity.value)} {base} "
+                f"(write the unit, e.g. {_num(quantity.value)}{example})"))
 
     # -- WHEN and TO ----------------------------------------------------------
 
@@ -310,15 +329,19 @@ class _Checker:
                     "right": self.condition(node.right)}
         metric = self.vocab.metrics.get(node.metric)
         if metric is None:
-            raise _at(node, f"unknown metric {node.metric!r}"
-                            f"{suggest(node.metric, self.vocab.metrics)}")
+            close = difflib.get_close_matches(node.metric.upper(), list(self.vocab.metrics),
+                                              n=3, cutoff=0.6)
+            hint = f" (did you mean {' or '.join(close)}?)" if close else \
+                f"; known metrics: {', '.join(sorted(self.vocab.metrics))}"
+            raise _at(node, f"unknown metric {node.metric!r}{hint}")
         value = node.value
         if value.kind != "quantity":
             raise _at(value, f"{metric.name} is compared with a number, got {value.raw!r}")
         quantity: Quantity = value.data
         if quantity.kind not in ("number", metric.kind):
             raise _at(value, f"{metric.name} is {_KIND_WORDS[metric.kind]}; {value.raw} is "
-                             f"{_KIND_WORDS[quantity.kind]}")
+                             f"{_KIND_WORDS[quantity.kind]}{_unit_hint(value, metric.kind)}")
+        self.unit_taken(value, f"{metric.name} {node.op} {value.raw}", metric.kind)
         return {"metric": metric.name, "op": node.op, "value": quantity.as_number}
 
     def object_cond(self, node: ast.ObjectCond) -> dict[str, Any]:
@@ -391,6 +414,24 @@ def convert(param: Param, value: ast.Value) -> Any:
     if kind in ("int", "size") and not isinstance(number, int):
         raise ValueError(f"takes a whole {'number' if kind == 'int' else 'number of bytes'}")
     return number
+
+
+# The base unit a bare number is taken in, and a unit to suggest instead.
+_BASE_UNITS = {"rate": ("bytes/s", "MBps"), "duration": ("seconds", "ms")}
+
+
+def _unit_hint(value: ast.Value, wanted: str) -> str:
+    """`` (did you mean 30MBps?)`` for a size given where a rate is wanted."""
+    if wanted == "rate" and value.kind == "quantity" and value.data.kind == "size":
+        return f" (did you mean {value.raw}ps?)"
+    return ""
+
+
+def _human_rate(value: float) -> str:
+    for unit, scale in (("GB/s", 1e9), ("MB/s", 1e6), ("kB/s", 1e3)):
+        if value >= scale:
+            return f"{value / scale:g} {unit}"
+    return f"{value:g} B/s"
 
 
 _TYPE_WORDS = {"int": "a whole number", "float": "a number", "size": "a size (e.g. 512K)",

@@ -350,10 +350,20 @@ _NAMES = {
 }
 
 
+# "columns=user_id,status": a list written without quotes reads as a second parameter.
+_UNQUOTED_LIST = re.compile(
+    r"(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<items>[A-Za-z_][\w.\-]*(?:\s*,\s*[A-Za-z_][\w.\-]*)+)\s*$")
+
+
 def p_error(tok):
     parser = _PARSER
     expected = sorted(_NAMES.get(t, t) for t in parser.action[parser.statestack[-1]])
     hint = f" (expected {', '.join(expected)})" if expected else ""
+    before = parser.ctx["text"][:parser.ctx["end_pos"] if tok is None else tok.lexpos]
+    listed = _UNQUOTED_LIST.search(before)
+    if listed:
+        items = re.sub(r"\s+", "", listed.group("items"))
+        hint += f"; a list is one quoted value: {listed.group('name')}=\"{items}\""
     if tok is None:
         line, column = parser.ctx["end"]
         raise DSLError.at(line, column, f"unexpected end of policy{hint}")
@@ -453,6 +463,7 @@ def _parse_statement(text, chunk) -> Statement:
     source = text[chunk[0].lexpos:last.end]
     feed = iter(chunk)
     with _LOCK:
-        _PARSER.ctx = {"comparisons": 0, "end": (last.line, last.column + last.end - last.lexpos)}
+        _PARSER.ctx = {"comparisons": 0, "end": (last.line, last.column + last.end - last.lexpos),
+                       "text": text, "end_pos": last.end}
         node = _PARSER.parse(tokenfunc=lambda: next(feed, None))
     return replace(node, text=source)

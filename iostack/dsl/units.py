@@ -8,11 +8,18 @@ that filter parameters and metrics are declared in:
   ``GB``, ``TB``.
 - rates in bytes per second: a size unit followed by ``ps`` or ``/s``
   (``30MBps`` is 30,000,000 bytes/s, ``10MiBps`` is 10 MiB/s).
+- rates in bits per second, as network engineers write them: a lower-case
+  ``b`` (``30Mbps``, ``1Gb/s``, ``100kbps``, ``bps``) or ``bit``
+  (``30Mbit/s``) means bits and is converted to bytes/s (``30Mbps`` is
+  3,750,000 bytes/s); the checker shows the conversion as a warning. A size
+  in bits (``10Mb``) is refused with the byte spelling to use instead.
 - operation rates in operations per second: ``ops``, ``iops`` (``500ops``).
 - durations in seconds: ``ms``, ``s``, ``min``, ``h``.
 
-Units are case-insensitive. A bare number has no unit and is taken in the base
-unit of whatever it is compared with or assigned to.
+Units are case-insensitive except for that ``b``/``B``. A bare number has no
+unit and is taken in the base unit of whatever it is compared with or
+assigned to (the checker warns, naming that unit, where it is a rate or a
+duration: ``get=30`` is 30 bytes/s, ``LATENCY > 200`` is 200 seconds).
 """
 
 from __future__ import annotations
@@ -34,6 +41,10 @@ DURATION_UNITS = {"ms": 0.001, "s": 1, "sec": 1, "min": 60, "h": 3600}
 KINDS = ("number", "size", "rate", "ops", "duration")
 
 _RATE = re.compile(r"^(?P<size>[a-z]+?)(?:ps|/s)$")
+# Bits: a prefix and a lower-case "b" or "bit" (case matters here, and only here).
+_BITS = re.compile(r"^(?P<prefix>[kKmMgGtT]i?)?(?:b|bit)(?P<rate>ps|/s)?$")
+_BIT_PREFIXES = {"": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "t": 1000**4,
+                 "ki": 1024, "mi": 1024**2, "gi": 1024**3, "ti": 1024**4}
 
 
 class UnitError(ValueError):
@@ -46,6 +57,7 @@ class Quantity:
 
     value: float
     kind: str
+    bits: bool = False  # written in bits (converted to bytes): worth showing the user
 
     @property
     def as_number(self) -> int | float:
@@ -57,6 +69,9 @@ def parse_unit(number: float, unit: str | None) -> Quantity:
     """Convert ``number`` written with ``unit`` (or none) to a ``Quantity``."""
     if not unit:
         return Quantity(number, "number")
+    bits = _BITS.match(unit)
+    if bits and (bits.group("prefix") or bits.group("rate")):
+        return _bits(number, unit, bits)
     key = unit.lower()
     if key in SIZE_UNITS:
         return Quantity(number * SIZE_UNITS[key], "size")
@@ -70,3 +85,19 @@ def parse_unit(number: float, unit: str | None) -> Quantity:
     raise UnitError(
         f"unknown unit {unit!r} (sizes: K, MiB, GB...; rates: MBps, ops; durations: ms, s, min, h)"
     )
+
+
+def _bits(number: float, unit: str, match: re.Match) -> Quantity:
+    """A bit rate in bytes/s; a size in bits is refused with its byte spellings."""
+    prefix = (match.group("prefix") or "").lower()
+    if not match.group("rate"):
+        upper = prefix.upper().replace("I", "i")
+        raise UnitError(
+            f"{unit!r} is {'kilo mega giga tera'.split()['kmgt'.index(prefix[0])]}bits; "
+            f"sizes are in bytes: write {_num(number)}{upper}B (decimal) or "
+            f"{_num(number)}{upper.rstrip('i')}iB (binary)")
+    return Quantity(number * _BIT_PREFIXES[prefix] / 8, "rate", bits=True)
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)

@@ -117,7 +117,7 @@ def test_registry_changes_are_picked_up_without_code_changes(vocab):
         ("FOR TENANT t1 DO SET csv_select ON PUT",
          "csv_select applies to GET only: ON PUT would never run"),
         ("FOR TENANT t1 WHEN PUT_SEC > 3 DO SET noop",
-         "line 1, column 20: unknown metric 'PUT_SEC' (did you mean PUTS_SEC?)"),
+         "line 1, column 20: unknown metric 'PUT_SEC' (did you mean PUTS_SEC or "),
         ("FOR TENANT t1 WHEN GET_BW > 5s DO SET noop", "GET_BW is a rate; 5s is a duration"),
         ("FOR TENANT t1 WHEN LATENCY > fast DO SET noop", "compared with a number"),
         ("FOR G:silver DO SET noop", "unknown group 'silver'"),
@@ -217,3 +217,55 @@ def test_a_filter_declaring_a_param_called_paramn_keeps_it(vocab):
         Param("level", "int"), Param("param1", "int")))
     (policy,) = check_text("FOR ALL DO SET legacy WITH PARAM1=3, level=4", vocab).policies
     assert policy.actions[0].params == {"param1": 3, "level": 4}
+
+
+def warnings_of(text, vocab) -> list[str]:
+    return [str(w) for w in check_text(text, vocab).warnings]
+
+
+def test_bit_rates_convert_to_bytes_and_say_so(vocab):
+    text = "FOR TENANT t1 DO SET bandwidth WITH get=30Mbps, put=1Gb/s"
+    (policy,) = check_text(text, vocab).policies
+    assert policy.actions[0].params == {"get": 3_750_000, "put": 125_000_000}
+    assert warnings_of(text, vocab) == [
+        "line 1, column 41: get=30Mbps is in bits: taken as 3,750,000 bytes/s (3.75 MB/s)",
+        "line 1, column 53: put=1Gb/s is in bits: taken as 125,000,000 bytes/s (125 MB/s)"]
+
+
+@pytest.mark.parametrize("text, warning", [
+    ("FOR TENANT t1 DO SET bandwidth WITH get=30",
+     "line 1, column 41: get=30 has no unit: taken as 30 bytes/s (write the unit, e.g. 30MBps)"),
+    ("FOR TENANT t1 DO SET bandwidth WITH burst=2",
+     "burst=2 has no unit: taken as 2 seconds (write the unit, e.g. 2ms)"),
+    ("FOR TENANT t1 WHEN PUT_LATENCY_P95 > 200 DO SET noop",
+     "line 1, column 38: PUT_LATENCY_P95 > 200 has no unit: taken as 200 seconds"),
+    ("FOR TENANT t1 WHEN GET_BW > 100 DO SET noop",
+     "GET_BW > 100 has no unit: taken as 100 bytes/s"),
+])
+def test_a_bare_rate_or_duration_warns_naming_the_unit_taken(vocab, text, warning):
+    (found,) = warnings_of(text, vocab)
+    assert warning in found
+
+
+@pytest.mark.parametrize("text", [
+    "FOR TENANT t1 DO SET bandwidth WITH get=30MBps, ops=500, burst=250ms",
+    "FOR TENANT t1 DO SET bandwidth WITH burst=0",  # zero needs no unit
+    "FOR TENANT t1 WHEN PUTS_SEC > 3 AND LATENCY > 200ms DO SET noop",
+    "FOR TENANT t1 DO SET compression WITH frame_size=65536",  # bytes are what a size means
+])
+def test_values_with_units_or_unitless_kinds_do_not_warn(vocab, text):
+    assert warnings_of(text, vocab) == []
+
+
+@pytest.mark.parametrize("text, message", [
+    ("FOR TENANT t1 DO SET bandwidth WITH get=30MB",
+     "parameter 'get' of bandwidth takes a rate, got '30MB' (did you mean 30MBps?)"),
+    ("FOR TENANT t1 WHEN GET_BW > 30MB DO SET noop",
+     "GET_BW is a rate; 30MB is a size (did you mean 30MBps?)"),
+    ("FOR TENANT t1 WHEN PUT_LATENCY > 1s DO SET noop",
+     "unknown metric 'PUT_LATENCY' (did you mean PUT_LATENCY_P99 or PUT_LATENCY_P95 or "
+     "PUT_LATENCY_P50?)"),
+    ("FOR TENANT t1 WHEN ZZZ > 1 DO SET noop", "unknown metric 'ZZZ'; known metrics: "),
+])
+def test_unit_and_metric_mistakes_suggest_the_fix(vocab, text, message):
+    assert message in error_of(text, vocab)

@@ -256,3 +256,31 @@ def test_runtime_modifiers():
         ("noop", "storlet"), ("compression", "native")]
     (plain,) = parse("FOR ALL DO SET noop")
     assert plain.actions[0].runtime is None
+
+
+@pytest.mark.parametrize(
+    "raw, value",
+    [("30Mbps", 30 * 10**6 / 8), ("1Gbps", 10**9 / 8), ("30Mb/s", 30 * 10**6 / 8),
+     ("100kbps", 100 * 1000 / 8), ("8bps", 1), ("30Mbit/s", 30 * 10**6 / 8),
+     ("1Mibps", 1024**2 / 8)],
+)
+def test_bit_rates_mean_bits(raw, value):
+    quantity = one(f"FOR ALL DO SET x WITH v={raw}").actions[0].params[0].value.data
+    assert (quantity.kind, quantity.bits) == ("rate", True)
+    assert quantity.value == pytest.approx(value)
+
+
+def test_byte_rates_stay_bytes_and_are_not_flagged_as_bits():
+    quantity = one("FOR ALL DO SET x WITH v=30MBps").actions[0].params[0].value.data
+    assert (quantity.value, quantity.bits) == (30 * 10**6, False)
+
+
+def test_a_size_in_bits_is_refused_with_the_byte_spellings():
+    assert "line 1, column 25: 'Mb' is megabits; sizes are in bytes: write 10MB (decimal) " \
+           "or 10MiB (binary)" in error_of("FOR ALL DO SET x WITH v=10Mb")
+
+
+@pytest.mark.parametrize("text", ["FOR ALL DO SET csv_select WITH columns=user_id,status",
+                                  "FOR ALL DO SET csv_select WITH columns=a, b TO OBJECT_TYPE=CSV"])
+def test_an_unquoted_list_suggests_quoting_it(text):
+    assert "a list is one quoted value: columns=" in error_of(text)
