@@ -25,7 +25,10 @@ They are invoked
   the selection on the proxy (``object``, the default, asks object servers);
 - by policy: ``FOR CONTAINER t2/logs DO SET CSV_SELECT WITH columns=user_id``
   makes every GET of those objects a selection. A request's own filter then
-  runs on the policy's answer (it can narrow it, never widen it).
+  runs on the policy's answer (it can narrow it, never widen it). The
+  object as stored is read with ``X-Iostack-Policy-Select: off`` (or
+  ``?iostack-policy-select=off``), which skips the policy's selection (not
+  a request's own filter); the Spark data source never sends it.
 
 A ``Range: bytes=S-E`` (one range; ``E`` may be omitted) selects the records
 that *start* in it, so that byte-range splits of an object never lose or
@@ -38,7 +41,10 @@ Bad parameters, unknown columns and malformed predicates get ``400`` naming
 the problem, before any byte of the object is sent; an object that is not
 valid for the filter (a broken quote in its first MiB) gets ``422``; a
 failure further on cuts the answer short, and never passes as complete.
-HEAD requests are not selected (the size of an answer is unknown).
+A HEAD describes what a GET of the same URL answers: under a selection
+(by policy or asked for) it carries ``X-Iostack-Selected`` and the answer's
+``Content-Type``, and no ``Content-Length``/``ETag`` (a selection's size is
+known only once it has been made).
 
 Place it right after ``iostack_qos`` in the proxy pipeline (after auth,
 above ``copy``/``slo``/``dlo``/``iostack``): bandwidth limits then shape
@@ -68,7 +74,7 @@ proxy's ``GET /info`` (``docs/filters.md``).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from swift.common.registry import register_swift_info
@@ -89,6 +95,7 @@ from iostack.filters.parquet_select import ParquetLimits
 from iostack.filters.records import prepend
 from iostack.filters.registry import filter_names, get_filter
 from iostack.policy.reader import PolicyStoreUnavailable
+from iostack.policy.resolve import resolve
 from iostack.policy.view import RequestView, view_for
 from iostack.swift_middleware.select.engine import SelectError, record_range
 from iostack.swift_middleware.select.frames import (
@@ -110,6 +117,8 @@ QUERY_PREFIX = "iostack-"
 SELECTED_HEADER = "X-Iostack-Selected"
 STAGE_HEADER = "X-Iostack-Selected-On"
 STAGE_REQUEST_HEADER = "X-Iostack-Stage"
+# "off": this request skips the policy's selection and reads the object as stored.
+POLICY_SELECT_HEADER = "X-Iostack-Policy-Select"
 SWIFT_INFO_NAME = "iostack_select"  # the key of ``GET /info``
 # Bounds on what a request may ask (csv_select's ``where`` has its own, tighter ones).
 MAX_PARAMS = 16
@@ -126,6 +135,7 @@ def requested_filter(req: Request) -> tuple[FilterSpec, dict[str, str], str] | N
     query = {k[len(QUERY_PREFIX):]: v for k, v in req.params.items() if k.startswith(QUERY_PREFIX)}
     name = req.headers.get(FILTER_HEADER) or query.pop("filter", None)
     query_stage = query.pop("stage", "")  # never a filter parameter, even beside the header
+    query.pop("policy-select", None)  # likewise (``policy_skipped``)
     stage = (req.headers.get(STAGE_REQUEST_HEADER) or query_stage).strip().lower()
     if not name:
         return None
@@ -153,13 +163,20 @@ def requested_filter(req: Request) -> tuple[FilterSpec, dict[str, str], str] | N
     return spec, params, stage or spec.metadata.default_stage
 
 
+def policy_skipped(req: Request) -> bool:
+    """Whether the request asks for the object as stored (``X-Iostack-Policy-Select: off``)."""
+    value = req.headers.get(POLICY_SELECT_HEADER) or req.params.get(QUERY_PREFIX + "policy-select")
+    return (value or "").strip().lower() == "off"
+
+
 def selected_response(req: Request, source: Response, chunks: Iterator[bytes],
-                      names: list[str], stage: str, content_type: str) -> Response:
+                      names: list[str], stage: str | None, content_type: str) -> Response:
     """The client's 200: ``source``'s headers, less those that describe the object."""
     headers = {k: v for k, v in source.headers.items()
                if k.title() not in _HIDDEN and not k.lower().startswith("x-backend-")}
     headers[SELECTED_HEADER] = ",".join(names)
-    headers[STAGE_HEADER] = stage
+    if stage:
+        headers[STAGE_HEADER] = stage
     headers["Content-Type"] = content_type
     out = Response(request=req, status=200, headers=headers, app_iter=chunks)
     out.content_length = None
@@ -181,13 +198,22 @@ class ProxySelect:
         self.limits = limits
         self.object_stage = object_stage and all(stage == "object" for _, _, stage in chain)
 
-    def _get(self, headers: dict[str, str]) -> Response:
-        sub = make_subrequest(self.req.environ, method="GET", path=self.req.path_info,
+    def _get(self, headers: dict[str, str], method: str = "GET") -> Response:
+        sub = make_subrequest(self.req.environ, method=method, path=self.req.path_info,
                               headers=headers, swift_source="IOSEL")
         for name in ("If-Match", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since"):
             if name in self.req.headers:
                 sub.headers[name] = self.req.headers[name]
         return sub.get_response(self.app)
+
+    def head(self) -> Response:
+        """What a GET would answer, without its body (the object's own answer if not 2xx)."""
+        content_type = [spec.selection(params, self.context)
+                        for spec, params, _ in self.chain][-1].content_type
+        resp = self._get({}, "HEAD")
+        if not resp.is_success:
+            return resp
+        return selected_response(self.req, resp, iter(()), self.names, None, content_type)
 
     def answer(self) -> Response:
         start, end = record_range(self.req)
@@ -251,8 +277,12 @@ class SelectMiddleware:
         }
 
     def _policy_filters(self, view: RequestView) -> list[tuple[FilterSpec, dict[str, Any], str]]:
+        reader = shared_reader(self.reader_settings)
         try:
-            pipeline = view.resolution(shared_reader(self.reader_settings)).pipeline
+            pipeline = view.resolution(reader).pipeline
+            if view.method == "HEAD":
+                # A HEAD describes the GET, and record filters act on GET only.
+                pipeline = resolve(replace(view.info, method="GET"), *view.lookup(reader)).pipeline
         except PolicyStoreUnavailable as exc:
             # Selection fails open: the tenant gets the whole object (docs/datapath.md).
             self.logger.error("IOStack select: policy lookup for %s failed: %s",
@@ -270,7 +300,7 @@ class SelectMiddleware:
 
     @wsgify
     def __call__(self, req: Request):
-        if req.method != "GET":
+        if req.method not in ("GET", "HEAD"):
             return self.app
         try:
             _version, account, container, obj = split_path(req.path, 4, 4, True)
@@ -283,11 +313,13 @@ class SelectMiddleware:
         context = FilterContext(account=account, container=container, obj=obj)
         try:
             requested = requested_filter(req)
-            chain = self._policy_filters(view) + ([requested] if requested else [])
+            policy = [] if policy_skipped(req) else self._policy_filters(view)
+            chain = policy + ([requested] if requested else [])
             if not chain:
                 return self.app
-            return ProxySelect(self.app, req, chain, context, self.max_first_line,
-                               self.object_stage, self.limits).answer()
+            select = ProxySelect(self.app, req, chain, context, self.max_first_line,
+                                 self.object_stage, self.limits)
+            return select.head() if req.method == "HEAD" else select.answer()
         except FilterError as exc:  # a ParamError: the request's or the policy's parameters
             return HTTPBadRequest(request=req, body=f"IOStack: {exc}\n",
                                   content_type="text/plain")

@@ -220,8 +220,16 @@ def test_policy_selection_and_a_request_narrowing_it(t1, container, http, polici
         [r[1], r[3]] for r in local[1:] if r[3] == "500"]
     widened = http(f"{container}/a.csv", select_headers(columns="url"))
     assert widened.status_code == 400 and "no column 'url'" in widened.text
-    head = t1.head_object(container, "a.csv")
-    assert int(head["content-length"]) == len(body)  # HEAD describes the object
+    # HEAD describes what GET answers: a selection, of a size known once made.
+    url, token = t1.get_auth()
+    head = requests.head(f"{url}/{container}/a.csv", headers={"X-Auth-Token": token}, timeout=30)
+    assert head.headers["X-Iostack-Selected"] == plain.headers["X-Iostack-Selected"]
+    assert "Content-Length" not in head.headers and "Etag" not in head.headers
+    # The owner reads the object as stored by skipping the policy's selection.
+    original = http(f"{container}/a.csv", {"X-Iostack-Policy-Select": "off"})
+    assert original.content == body and "X-Iostack-Selected" not in original.headers
+    assert int(t1.head_object(container, "a.csv", headers={"X-Iostack-Policy-Select": "off"})
+               ["content-length"]) == len(body)
 
 
 def test_selection_reads_what_the_tenant_stored_under_compression(t1, container, http,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 from fakeswift import FakeReader, FakeSwift, Stored, deny, request, rule, use_reader
+from swift.common.swob import Request
 
 from iostack.policy.reader import PolicyStoreUnavailable
 from iostack.swift_middleware.enforce.record import PIPELINE_HEADER
@@ -151,9 +152,41 @@ def test_a_policy_selects_every_get_and_a_request_narrows_it(select, reader):
                                                      "X-Iostack-Param-Columns": "name"})
     assert narrowed.body == b"name\n" + names(OLD)
     assert narrowed.headers["X-Iostack-Selected"] == "csv_select,csv_select"
-    assert request(select, "HEAD", PATH).headers.get("X-Iostack-Selected") is None
     reader.error = PolicyStoreUnavailable("Redis is down")
     assert request(select, "GET", PATH).body == CSV  # selection fails open
+
+
+def test_head_describes_what_get_answers_under_a_selection_policy(select, reader):
+    reader.levels = [rule("csv_select", columns="name", output="jsonl")]
+    get = request(select, "GET", PATH)
+    # Headers as sent (a swob Response made from a body list would add Content-Length: 0).
+    status, sent, _ = Request.blank(PATH, environ={"REQUEST_METHOD": "HEAD"}).call_application(
+        select)
+    head = dict(sent)
+    assert status.startswith("200")
+    assert get.headers["X-Iostack-Selected"] == head["X-Iostack-Selected"] == "csv_select"
+    assert get.headers["Content-Type"] == head["Content-Type"] == "application/x-ndjson"
+    for name in ("Content-Length", "Etag"):
+        assert name not in get.headers
+        assert name not in head  # the stored object's would describe another body
+    assert request(select, "HEAD", "/v1/AUTH_t1/c/missing.csv").status_int == 404
+
+
+@pytest.mark.parametrize("skip", [{"headers": {"X-Iostack-Policy-Select": "off"}},
+                                  {"query": "iostack-policy-select=OFF"}])
+def test_the_owner_reads_the_stored_object_by_skipping_the_policys_selection(select, reader,
+                                                                             skip):
+    reader.levels = [rule("csv_select", columns="name")]
+    path = PATH + ("?" + skip["query"] if "query" in skip else "")
+    headers = skip.get("headers", {})
+    original = request(select, "GET", path, headers=headers)
+    assert original.body == CSV and "X-Iostack-Selected" not in original.headers
+    head = request(select, "HEAD", path, headers=headers)
+    assert head.headers["Content-Length"] == str(len(CSV))
+    # A request's own filter still runs, on the object as stored.
+    own = request(select, "GET", path, headers={**headers, "X-Iostack-Filter": "csv_select",
+                                                "X-Iostack-Param-Columns": "age"})
+    assert own.body.startswith(b"age\n0\n1\n")
 
 
 # -- framing -------------------------------------------------------------------------
