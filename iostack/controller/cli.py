@@ -62,7 +62,13 @@ def policy_validate(client: ControllerClient, args) -> Any:
 
 
 def policy_add(client: ControllerClient, args) -> Any:
-    result = client.add_policies(_text(args), dry_run=args.dry_run)
+    text = _text(args)
+    try:
+        result = client.add_policies(text, dry_run=args.dry_run)
+    except ControllerError as exc:
+        if exc.status:  # refused: a submission is all or none
+            exc.add_note("nothing was stored")
+        raise
     _warnings(result)
     if args.json:
         return result
@@ -129,7 +135,12 @@ def policy_diff(client: ControllerClient, args) -> Any:
 
 
 def policy_rollback(client: ControllerClient, args) -> Any:
-    result = client.rollback(args.version, dry_run=args.dry_run)
+    try:
+        result = client.rollback(args.version, dry_run=args.dry_run)
+    except ControllerError as exc:
+        if exc.status:
+            exc.add_note("nothing was changed")
+        raise
     _warnings(result)
     if args.json:
         return result
@@ -265,6 +276,8 @@ def _run(handler):
             return UNREACHABLE
         except ControllerError as exc:
             print(f"iostack: {exc}" if not exc.diagnostics else str(exc), file=sys.stderr)
+            for note in getattr(exc, "__notes__", ()):
+                print(note, file=sys.stderr)
             return UNREACHABLE if exc.status == 0 else 1
         if args.json and result is not None:
             print(fmt.json_text(result))

@@ -14,8 +14,9 @@ Checks, per target, over the rules already stored there plus the new ones
 - ``ORDER n`` contradicting a filter's ``runs_before`` (compression after
   encryption compresses ciphertext): a warning, the forced order is kept;
 - actions written in an order the metadata will change: a warning;
-- a filter set again on a target where another policy set it: a warning
-  saying which policy's parameters are overridden.
+- a filter set again on a target where another policy (stored, or earlier
+  in the same submission) set it: a warning saying which policy's
+  parameters are overridden.
 
 Wrong stage, method or parameters were already rejected by the checker.
 """
@@ -143,11 +144,20 @@ def _text_order_warnings(policy: CheckedPolicy, filters) -> list[Diagnostic]:
 def _override_warnings(key, old, new) -> list[Diagnostic]:
     warnings = []
     previous = {r["filter"]: r for r in _active(old) if not r["object_conds"]}
-    for rule in new:
+    # In submission order, so a filter set twice in one submission warns as across two.
+    for rule in sorted(new, key=lambda r: (r["seq"], r["index"])):
+        if rule["verb"] == "delete":
+            previous.pop(rule["filter"], None)
+            continue
+        if rule["object_conds"]:
+            continue
         prior = previous.get(rule["filter"])
-        if rule["verb"] == "set" and prior and not rule["object_conds"]:
+        if prior:
+            by = "earlier in this policy" if prior["policy"] == rule["policy"] else \
+                f"by policy {prior['policy']}"
             warnings.append(Diagnostic(
                 rule["line"], rule["column"],
-                f"{rule['filter']} on {_where(key)} is already set by policy {prior['policy']}: "
+                f"{rule['filter']} on {_where(key)} is already set {by}: "
                 f"the parameters given here win, the others are inherited"))
+        previous[rule["filter"]] = rule
     return warnings

@@ -72,9 +72,10 @@ def policy_rows(records: list[dict[str, Any]]) -> str:
 
 
 def policy_detail(record: dict[str, Any]) -> str:
-    """One policy and the rules it compiled to (``policy show``)."""
+    """One policy, the warnings stored with it, and the rules it compiled to (``policy show``)."""
+    warnings = "".join(line + "\n" for line in warning_lines(record))
     return (f"{record['id']}  {record['status']}  created {record['created']}\n"
-            f"{record['text']}\n\n"
+            f"{record['text']}\n{warnings}\n"
             + table(["RULE", "LEVEL", "TARGET", "ACTION", "PARAMS", "STAGE"],
                     [[r["id"], r["level"], r["target"], f"{r['verb'].upper()} {r['filter']}",
                       params(r["params"]), r["stage"] or "default"] for r in record["rules"]]))

@@ -49,7 +49,20 @@ def test_add_list_explain_rm(cli, api, tmp_path):
 def test_atomic_failure_through_the_cli(cli, api):
     result = cli("policy", "add", "FOR TENANT t1 DO SET noop; FOR TENANT t1 DO SET nope")
     assert result.returncode == 1 and "line 1, column 49: unknown filter 'nope'" in result.stderr
+    assert result.stderr.splitlines()[-1] == "nothing was stored"
     assert api.policies() == []
+
+
+def test_policy_show_shows_the_warnings_stored_with_it(cli, api):
+    added = cli("policy", "add", "--json", "FOR TENANT t1 DO SET bandwidth WITH get=30Mbps")
+    assert added.returncode == 0, added.stderr
+    assert "warning: line 1, column 41: get=30Mbps is in bits: taken as 3,750,000 bytes/s" \
+        in added.stderr
+    (record,) = json.loads(added.stdout)["policies"]
+    shown = cli("policy", "show", record["id"])
+    assert shown.returncode == 0, shown.stderr
+    assert "warning: line 1, column 41: get=30Mbps is in bits" in shown.stdout
+    api.delete_policy(record["id"])
 
 
 def test_registry_verbs(cli, api, tmp_path):
@@ -113,3 +126,4 @@ def test_history_diff_and_rollback_through_the_cli(cli, api):
     assert newest["op"] == "rollback" and newest["note"] == f"rollback to version {version}"
     missing = cli("policy", "rollback", "9999")
     assert missing.returncode == 1 and "no policy history version 9999" in missing.stderr
+    assert missing.stderr.splitlines()[-1] == "nothing was changed"

@@ -70,6 +70,21 @@ def test_deleting_the_owner_first_allows_another(store):
     store.submit("FOR TENANT t1 DO DELETE compression, SET xcompress")
 
 
+def test_a_filter_set_twice_in_one_submission_warns_as_across_two(store):
+    result = store.submit("FOR TENANT t1 DO SET compression\n"
+                          "FOR TENANT t1 DO SET compression WITH level=3")
+    (warning,) = result["warnings"]
+    assert (warning["line"], warning["column"]) == (2, 22)
+    assert "compression on tenant AUTH_t1 is already set by policy P1" in warning["message"]
+    assert store.get("P2")["warnings"] == [warning]  # stored with the policy
+    same = store.submit("FOR CONTAINER t1/c DO SET compression, SET compression WITH level=2")
+    assert "already set earlier in this policy" in same["warnings"][0]["message"]
+    # A DELETE in between means the later SET overrides nothing.
+    assert store.submit("FOR CONTAINER t1/d DO SET compression\n"
+                        "FOR CONTAINER t1/d DO DELETE compression\n"
+                        "FOR CONTAINER t1/d DO SET compression", dry_run=True)["warnings"] == []
+
+
 def test_order_and_override_warnings(store):
     result = store.submit("FOR TENANT t1 DO SET encryption, SET compression")
     assert "compression will run before encryption" in result["warnings"][0]["message"]
