@@ -134,6 +134,12 @@ def _status(args: argparse.Namespace) -> int:
         state = f"up (pid {row.pid})" if row.running and row.pid else (
             "up" if row.running else "down")
         print(f"{row.name:<{width}}  {state:<16}  {row.detail}")
+    endpoints = stack.endpoints()
+    if endpoints:
+        print()
+        width = max(len(what) for what, _ in endpoints)
+        for what, where in endpoints:
+            print(f"{what:<{width}}  {where}")
     for warning in stack.warnings():
         print(warning)
     return 0 if all(row.running for row in rows) else 3

@@ -18,7 +18,9 @@ import json
 import sys
 import urllib.error
 import urllib.request
+from configparser import ConfigParser
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import redis
@@ -41,6 +43,8 @@ from iostack.aio.services import (
 from iostack.aio.state import write_private_json
 from iostack.aio.swift import DAEMONS, SERVERS, SwiftLayout, tenant_account, tenant_user
 from iostack.endpoints import AIO_INFO_FILE
+from iostack.storlet_runtime.cgroups import CGROUP_FS
+from iostack.storlet_runtime.swift_conf import gateway_conf_path
 
 CONTROLLER = "controller"
 BLOCK_BRIDGE = "block-bridge"
@@ -373,10 +377,64 @@ class AllInOne:
     def warnings(self) -> list[str]:
         return self.services.warnings()
 
+    def endpoints(self) -> list[tuple[str, str]]:
+        """Where to reach the running stack, and the sandbox limits in force (``aio status``)."""
+        info = self.info()
+        if info is None:
+            return []
+        portal = info.get("block_bridge", {}).get("iscsi_portal")
+        tgtd = port_open(*host_port(portal)) if portal else False
+        return describe_endpoints(info, tgtd, sandbox_limits(Path(info["swift_dir"])))
+
     def info(self) -> dict[str, Any] | None:
         if not self.info_path.is_file():
             return None
         return json.loads(self.info_path.read_text(encoding="utf-8"))
+
+
+def sandbox_limits(swift_dir: Path) -> str:
+    """The Storlets sandbox runtime and its per-scope limits, from the gateway's config."""
+    conf = ConfigParser(interpolation=None)
+    proxy = ConfigParser(interpolation=None)
+    if not conf.read(gateway_conf_path(swift_dir)) or not proxy.read(
+            swift_dir / "proxy-server.conf"):
+        return "not configured"
+    module = proxy.get("filter:storlet_handler", "storlet_gateway_module", fallback="?")
+    runtime = {"bwrap": "bubblewrap"}.get(module, module)
+    limits = conf["DEFAULT"]
+    if (CGROUP_FS / "cgroup.controllers").exists():
+        cgroups = "cgroup v2"
+    elif (CGROUP_FS / "pids").is_dir():
+        cgroups = "cgroup v1"
+    else:
+        cgroups = "no cgroups: rlimits only"
+    return (f"{runtime}, per tenant: memory {limits.get('sandbox_memory_limit')}, "
+            f"{limits.get('container_pids_limit')} processes, "
+            f"{limits.get('sandbox_cpu_seconds')} CPU s per process, "
+            f"private tmp {limits.get('sandbox_tmp_size')}, no network; {cgroups} "
+            f"(iostack storlet sandbox list: which hold per running sandbox)")
+
+
+def describe_endpoints(info: dict[str, Any], tgtd_up: bool,
+                       sandbox: str) -> list[tuple[str, str]]:
+    """(what, where) lines for ``aio status`` from a stack's ``aio.json``."""
+    rows = [("swift proxy", ", ".join(info.get("proxy_urls") or [info["swift_url"]])),
+            ("swift auth", f"{info['auth_url']} (users t1:user...; keys in aio.json)"),
+            ("S3", f"{info['s3_url']} (region {info['s3_region']}; access key = user, "
+                   f"secret = key)"),
+            ("controller API", f"{info['controller_url']}/v1 (admin token in aio.json)"),
+            ("console", f"{info['controller_url']}/ui"),
+            ("redis", redact(info["redis_url"])),
+            ("rabbitmq", redact(info["amqp_url"])),
+            ("memcached", info["memcache_url"])]
+    block = info.get("block_bridge")
+    if block:
+        rows.append(("block bridge", f"{block['url']} (JSON-RPC, basic auth)"))
+        rows.append(("iSCSI portal", f"{block['iscsi_portal']} (tgtd, CHAP) "
+                                     f"{'up' if tgtd_up else 'down'}"))
+    rows.append(("sandbox", sandbox))
+    rows.append(("logs", info["log_dir"]))
+    return rows
 
 
 def purge_namespace(redis_url: str, key_prefix: str) -> int:

@@ -113,6 +113,13 @@ def test_private_services_start_stop_and_restart(tmp_path):
 
         status = aio_command("status", state_dir)
         assert status.returncode == 0, status.stdout
+        # Beside pids and logs: where to reach it, and the sandbox limits in force.
+        shown = dict(line.split(None, 1) for line in status.stdout.splitlines()
+                     if line.startswith(("console ", "sandbox ")))
+        assert shown["console"].strip() == info["controller_url"] + "/ui"
+        assert shown["sandbox"].startswith("bubblewrap, per tenant: memory")
+        assert f"{block['iscsi_portal']} (tgtd, CHAP) up" in status.stdout
+        assert info["redis_url"] not in status.stdout  # its password is not printed
 
         # Idempotent: a second start keeps every process and every credential.
         again = aio_command("start", state_dir, "--json")

@@ -125,3 +125,31 @@ def test_generated_tokens_never_look_like_options():
     from iostack.aio.secrets import _token
 
     assert not any(_token().startswith("-") for _ in range(2000))
+
+
+def test_status_lists_endpoints_and_the_sandbox_limits_without_passwords(tmp_path):
+    from iostack.aio.stack import describe_endpoints, sandbox_limits
+
+    config = AioConfig.load(tmp_path, {"proxy_port": 18080})
+    layout = SwiftLayout(config, secrets.load_or_create(tmp_path), "127.0.0.1:11211",
+                         "redis://:pw@127.0.0.1:6379/0", "amqp://u:pw@127.0.0.1:5672/%2F")
+    layout.prepare()
+    sandbox = sandbox_limits(layout.swift_dir)
+    assert sandbox.startswith("bubblewrap, per tenant: memory 1G, 128 processes, 30 CPU s")
+    assert sandbox_limits(tmp_path / "nowhere") == "not configured"
+    info = {"proxy_urls": ["http://127.0.0.1:18080"], "swift_url": "http://127.0.0.1:18080",
+            "auth_url": "http://127.0.0.1:18080/auth/v1.0", "s3_url": "http://127.0.0.1:18080",
+            "s3_region": "us-east-1", "controller_url": "http://127.0.0.1:9090",
+            "redis_url": "redis://:pw@127.0.0.1:6379/0", "amqp_url": "amqp://u:pw@h:5672/v",
+            "memcache_url": "127.0.0.1:11211", "log_dir": "/state/log",
+            "block_bridge": {"url": "http://127.0.0.1:18700/targetrpc",
+                             "iscsi_portal": "127.0.0.1:3260"}}
+    rows = dict(describe_endpoints(info, True, sandbox))
+    assert rows["console"] == "http://127.0.0.1:9090/ui"
+    assert rows["controller API"].startswith("http://127.0.0.1:9090/v1")
+    assert rows["S3"].startswith("http://127.0.0.1:18080 (region us-east-1")
+    assert rows["iSCSI portal"] == "127.0.0.1:3260 (tgtd, CHAP) up"
+    assert rows["sandbox"] == sandbox
+    assert "pw" not in rows["redis"] + rows["rabbitmq"]
+    assert "iSCSI portal" not in dict(describe_endpoints(info | {"block_bridge": None}, False,
+                                                         sandbox))
