@@ -42,6 +42,7 @@ from pathlib import Path
 
 from flask import Blueprint, Flask, Response, abort, current_app, request, send_from_directory
 
+from iostack.controller import formatting
 from iostack.controller.auth import AuthError, Principal
 
 STATIC = Path(__file__).parent / "static"
@@ -155,4 +156,5 @@ def register(app: Flask) -> None:
 
     app.jinja_env.globals["asset"] = asset
     app.jinja_env.filters["rate"] = rate
+    app.jinja_env.filters["params"] = formatting.params  # as the CLI shows them: level=4, ...
     app.register_blueprint(bp)

@@ -502,8 +502,30 @@ def history_diff():
     return render_template("ui/diff.html", diff=api.history_diff(old, new))
 
 
+@bp.get("/history/<int:version>/rollback")
+def history_rollback_preview(version: int):
+    """What rolling back to ``version`` would change, and who changed things since."""
+    _admin_only()
+    return _rollback_preview(version)
+
+
 @bp.post("/history/<int:version>/rollback")
 def history_rollback(version: int):
     _admin_only()
+    # The operator confirmed a preview of one version: anything newer was not reviewed.
+    if request.form.get("expect") != str(_ctl().store.history.count() - 1):
+        return _rollback_preview(version, stale=True), 409
     _ctl().store.rollback(version, who=g.principal.name)
     return redirect(f"{request.script_root}/ui/history?rolled={version}", 303)
+
+
+def _rollback_preview(version: int, stale: bool = False):
+    store = _ctl().store
+    plan = store.rollback(version, who=g.principal.name, dry_run=True)  # 404 if no such version
+    current = store.history.count() - 1
+    later = api.history_entries(current - version) if current > version else []
+    others = sorted({e["who"] or "unknown" for e in later if e["who"] != g.principal.name})
+    return _page("ui/rollback.html", "history", version=version, current=current,
+                 diff=api.history_diff(current, version), later=later, others=others,
+                 warnings=plan["warnings"], stale=stale,
+                 unchanged=not (plan["policies"] or plan["removed"]))

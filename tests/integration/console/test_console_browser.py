@@ -123,6 +123,13 @@ def test_rollback_from_history(page, aio, policies, shot):
     page.get_by_role("button", name="Diff").click()
     expect(page.locator("#diff .added").first).to_contain_text(second)
     shot(page, "history")
+    # One click shows what the rollback changes; a second one, on that preview, does it.
+    page.get_by_role("link", name=f"Roll back to version {version}…", exact=True).click()
+    expect(page.locator("#rollback-diff .removed").first).to_contain_text(second)
+    expect(page.locator("#later")).to_contain_text("admin")
+    expect(page.locator("#others")).to_have_count(0)  # nobody else changed anything
+    assert len(policies.client.policies()) >= 2  # the preview changed nothing
+    shot(page, "rollback-preview")
     page.get_by_role("button", name=f"Roll back to version {version}", exact=True).click()
     expect(page.locator("#flash")).to_contain_text(f"Rolled back to version {version}")
     expect(page.locator("#history tbody tr").first).to_contain_text(

@@ -234,3 +234,33 @@ def test_a_tenant_sees_its_own_actor_state_not_another_tenants_values(client, ap
     ctl.store.enforce(record["id"], ("tenant", "AUTH_t1"))
     data = client.get("/ui/metrics/data?target=AUTH_t1").json
     assert [(e["target"], e["state"]) for e in data["events"]] == [("AUTH_t1", "enforced")]
+
+
+def test_rollback_previews_the_change_names_others_and_needs_a_fresh_confirmation(client, app):
+    store = app.extensions["iostack"].store
+    store.submit("FOR CONTAINER t1/a DO SET noop", who="admin")
+    version = store.history.count() - 1
+    store.submit("FOR CONTAINER t1/a DO SET compression WITH level=4", who="alice")
+    csrf = log_in(client)
+    history = client.get("/ui/history").get_data(as_text=True)
+    assert f'href="/ui/history/{version}/rollback"' in history  # a link to a preview, no form
+    preview = client.get(f"/ui/history/{version}/rollback").get_data(as_text=True)
+    assert "− <code>FOR CONTAINER t1/a DO SET compression WITH level=4</code>" in preview
+    assert "SET compression(level=4)" in preview  # the rules as the CLI shows them, no dict
+    assert "Made by someone else: alice." in preview
+    assert [p["text"] for p in store.list()][-1].endswith("level=4")  # a preview changes nothing
+    current = store.history.count() - 1
+    store.submit("FOR CONTAINER t1/b DO SET noop", who="bob")  # after the preview was shown
+    stale = client.post(f"/ui/history/{version}/rollback",
+                        data={"csrf": csrf, "expect": str(current)})
+    assert stale.status_code == 409
+    page = stale.get_data(as_text=True)
+    assert "changed since the preview" in page and "alice, bob" in page
+    assert len(store.list()) == 3
+    done = client.post(f"/ui/history/{version}/rollback",
+                       data={"csrf": csrf, "expect": str(store.history.count() - 1)})
+    assert done.status_code == 303
+    assert [p["text"] for p in store.list()] == ["FOR CONTAINER t1/a DO SET noop"]
+    nothing = client.get(f"/ui/history/{version + 3}/rollback").get_data(as_text=True)
+    assert "Nothing to do" in nothing
+    assert client.get("/ui/history/999/rollback").status_code == 404
