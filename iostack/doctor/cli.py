@@ -8,8 +8,13 @@
 Without ``--proxy-conf``/``--object-conf`` it checks the configs ``swift-init``
 would use under each ``--swift-dir`` (``proxy-server*.conf``, ``object-server*``
 files and ``.conf.d`` directories); several hosts' directories are checked
-together. Exit status: 0 no error (warnings may remain), 1 at least one error,
-2 nothing to check.
+together. With none of those, it checks the running all-in-one as every other
+verb finds it (``aio.json`` in ``$IOSTACK_STATE_DIR`` or ``.iostack/``: its
+Swift dirs, every storage node's in cluster mode, and its controller and
+token), and ``/etc/swift`` when no all-in-one runs. Exit status: 0 no error
+(warnings may remain), 1 at least one error, 2 nothing to check.
+
+    iostack doctor                       # the running all-in-one, or /etc/swift
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import os
 import sys
 
 from iostack.doctor import LEVELS, Finding, error, pipelines, services
+from iostack.endpoints import AioNotRunning, load_aio_info
 
 NOTHING = 2
 DEFAULT_SWIFT_DIR = "/etc/swift"
@@ -76,19 +82,35 @@ def _print(findings: list[Finding]) -> None:
           f"{count('ok', 'check')} passed")
 
 
+def running_stack() -> tuple[list[str], str | None, str | None]:
+    """The running all-in-one's Swift dirs, controller URL and admin token (none: [])."""
+    try:
+        info = load_aio_info()
+    except (AioNotRunning, OSError, ValueError):
+        return [], None, None
+    dirs = [info["swift_dir"], *(node["swift_dir"] for node in info.get("nodes", ()))]
+    return dirs, info.get("controller_url"), info.get("admin_token")
+
+
 def run(args: argparse.Namespace) -> int:
     proxy_confs = args.proxy_conf or []
     object_confs = args.object_conf or []
-    swift_dirs = args.swift_dir or [DEFAULT_SWIFT_DIR]
+    swift_dirs = args.swift_dir or []
+    found_url = found_token = None
+    if not (swift_dirs or proxy_confs or object_confs):
+        swift_dirs, found_url, found_token = running_stack()
+        if swift_dirs and not args.json:
+            print(f"(checking the running all-in-one: {', '.join(swift_dirs)})")
+        swift_dirs = swift_dirs or [DEFAULT_SWIFT_DIR]
     if not proxy_confs and not object_confs:
         proxy_confs, object_confs = find_configs(swift_dirs)
     if not proxy_confs and not object_confs:
         print(f"iostack doctor: no proxy-server or object-server config under "
-              f"{', '.join(swift_dirs)} (give --swift-dir, --proxy-conf or --object-conf)",
-              file=sys.stderr)
+              f"{', '.join(swift_dirs)} and no all-in-one running (give --swift-dir, "
+              f"--proxy-conf or --object-conf)", file=sys.stderr)
         return NOTHING
-    controller = args.controller or os.environ.get("IOSTACK_URL")
-    token = args.token or os.environ.get("IOSTACK_TOKEN")
+    controller = args.controller or os.environ.get("IOSTACK_URL") or found_url
+    token = args.token or os.environ.get("IOSTACK_TOKEN") or found_token
     findings = diagnose(proxy_confs, object_confs, controller, token,
                         args.allow_unauthenticated_services)
     if args.json:
@@ -106,16 +128,19 @@ def register(subparsers: argparse._SubParsersAction) -> dict[str, argparse._SubP
         "doctor", help="check Swift configs and services for IOStack; say how to fix them",
         description=__doc__.split("\n\n")[0])
     parser.add_argument("--swift-dir", action="append", metavar="DIR",
-                        help=f"where the Swift configs are (default {DEFAULT_SWIFT_DIR}; "
-                             "repeatable: each host's directory of a cluster)")
+                        help=f"where the Swift configs are (default: the running all-in-one's, "
+                             f"else {DEFAULT_SWIFT_DIR}; repeatable: each host's directory of "
+                             f"a cluster)")
     parser.add_argument("--proxy-conf", action="append", metavar="PATH",
                         help="a proxy-server config file or .conf.d directory (repeatable; "
                              "instead of searching --swift-dir)")
     parser.add_argument("--object-conf", action="append", metavar="PATH",
                         help="an object-server config file or .conf.d directory (repeatable)")
     parser.add_argument("--controller", metavar="URL",
-                        help="the controller's URL (env IOSTACK_URL)")
-    parser.add_argument("--token", help="an admin token of the controller (env IOSTACK_TOKEN)")
+                        help="the controller's URL (env IOSTACK_URL; default: the "
+                             "all-in-one's when checking it)")
+    parser.add_argument("--token", help="an admin token of the controller (env IOSTACK_TOKEN; "
+                                        "default: the all-in-one's)")
     parser.add_argument("--allow-unauthenticated-services", action="store_true",
                         help="report a Redis or RabbitMQ anyone can use as a warning, "
                              "not an error")

@@ -11,6 +11,7 @@ required key missing, a value the middleware refuses, a wrong token.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import uuid
@@ -115,6 +116,17 @@ def test_the_command_exits_0_and_1_and_says_how_to_fix(aio, broken):
     assert finding["where"] == f"{obj[0]} [pipeline:main]"
     assert "no iostack_object middleware" in finding["what"]
     assert "egg:iostack#iostack_object" in finding["fix"]
+
+
+def test_with_no_arguments_it_checks_the_running_all_in_one(aio):
+    env = {k: v for k, v in os.environ.items() if k not in ("IOSTACK_URL", "IOSTACK_TOKEN")}
+    found = subprocess.run(  # noqa: S603 - fixed argv
+        [sys.executable, "-m", "iostack.cli", "doctor"], capture_output=True, text=True,
+        timeout=120, check=False, env=env | {"IOSTACK_STATE_DIR": aio["state_dir"]})
+    assert found.returncode == 0, found.stdout + found.stderr
+    assert f"checking the running all-in-one: {aio['swift_dir']}" in found.stdout
+    assert "controller not checked" not in found.stdout  # its URL and token came along
+    assert "0 errors" in found.stdout
 
 
 # -- pipelines --------------------------------------------------------------------------

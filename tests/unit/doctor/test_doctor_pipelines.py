@@ -121,3 +121,24 @@ def test_configs_that_cannot_be_checked(tmp_path, text, kind, message):
 def test_nothing_to_check_exits_2(tmp_path, capsys):
     assert main(["doctor", "--swift-dir", str(tmp_path)]) == 2
     assert f"no proxy-server or object-server config under {tmp_path}" in capsys.readouterr().err
+
+
+def test_with_no_arguments_and_no_stack_it_says_what_it_looked_for(tmp_path, monkeypatch,
+                                                                   capsys):
+    monkeypatch.setenv("IOSTACK_STATE_DIR", str(tmp_path))  # no aio.json there
+    monkeypatch.setattr("iostack.doctor.cli.DEFAULT_SWIFT_DIR", str(tmp_path / "etc-swift"))
+    assert main(["doctor"]) == 2
+    err = capsys.readouterr().err
+    assert f"no proxy-server or object-server config under {tmp_path / 'etc-swift'} and no " \
+           "all-in-one running" in err
+
+
+def test_with_no_arguments_it_takes_the_stacks_swift_dirs_and_controller(tmp_path, monkeypatch):
+    from iostack.doctor.cli import running_stack
+
+    monkeypatch.setenv("IOSTACK_STATE_DIR", str(tmp_path))
+    assert running_stack() == ([], None, None)
+    (tmp_path / "aio.json").write_text(
+        '{"swift_dir": "/s/etc", "controller_url": "http://127.0.0.1:9", "admin_token": "t",'
+        ' "nodes": [{"swift_dir": "/s/node1"}, {"swift_dir": "/s/node2"}]}')
+    assert running_stack() == (["/s/etc", "/s/node1", "/s/node2"], "http://127.0.0.1:9", "t")
