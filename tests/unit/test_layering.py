@@ -33,6 +33,28 @@ def test_a_module_does_not_import_what_sits_above_it(module, forbidden):
     assert found == set()
 
 
+CONTROLLER = "iostack.controller.server"
+MIDDLEWARES = ("iostack.swift_middleware.enforce.proxy", "iostack.swift_middleware.enforce.object",
+               "iostack.swift_middleware.select.proxy", "iostack.swift_middleware.select.object",
+               "iostack.swift_middleware.qos", "iostack.swift_middleware.cache.middleware")
+# What README's "Arrows run one way" names as shared, and each side's own.
+SHARED = {"iostack.policy", "iostack.filters", "iostack.monitoring", "iostack.bounded_json"}
+
+
+def packages(modules: set[str]) -> set[str]:
+    return {".".join(m.split(".")[:2]) for m in modules if m.count(".")}
+
+
+def test_the_controller_and_the_middleware_share_what_readme_says_and_nothing_else():
+    controller = packages(imported_after(CONTROLLER))
+    middleware = packages(imported_after(", ".join(MIDDLEWARES)))
+    assert "iostack.swift_middleware" not in controller
+    assert "iostack.controller" not in middleware
+    assert controller - {"iostack.controller"} <= SHARED | {"iostack.dsl"}
+    assert middleware - {"iostack.swift_middleware"} <= SHARED | {"iostack.storlet_runtime"}
+    assert controller & middleware == SHARED
+
+
 def test_filter_upload_is_the_storlet_runtimes_upload_mounted_by_the_command():
     parser = build_parser()
     argv = ["upload", "f.py", "--name", "rot13", "--main", "Rot13.Rot13", "--tenant", "t1"]
