@@ -22,8 +22,10 @@ controller's ``explain`` runs.
   rare, requests many). While the subscription is down the cache is bypassed,
   so a reader never serves rules older than the last message it could miss.
 
-Config (middleware): ``redis_url``, ``key_prefix`` (``iostack:``),
-``cache_size`` (10000 entries), ``max_age`` (30 s).
+Config (the middlewares' ``[filter:...]``, read by
+``iostack.swift_middleware.shared_reader``): ``redis_url``, ``key_prefix``
+(``iostack:``), ``policy_cache_size`` (10000 entries),
+``policy_cache_max_age`` (30 s).
 """
 
 from __future__ import annotations

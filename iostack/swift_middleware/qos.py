@@ -40,7 +40,8 @@ Configuration (``[filter:iostack_qos]``)::
     burst = 0.05                 # seconds of traffic a bucket may hold
     shared_buckets = true        # false: bytes too are paced per worker, at its part
 
-plus the policy-reader options of ``policies`` (``redis_url``, ``key_prefix``...);
+plus the policy-reader options
+(``iostack.swift_middleware.shared_reader``: ``redis_url``, ``key_prefix``...);
 the shared buckets live in that Redis, under that prefix.
 A failed policy lookup is logged and the request is served unshaped:
 shaping is never a reason to refuse data.

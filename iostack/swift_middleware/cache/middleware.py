@@ -46,12 +46,14 @@ Configuration (``[filter:iostack_cache]`` in proxy-server.conf)::
     key_prefix = iostack:                  # the controller's key prefix
     validate = none                        # or head: check each hit with a HEAD
 
-plus the policy-reader options of ``policies``. Cache errors (disk, SQLite)
-are logged and turn into misses; an unusable ``cache_dir`` disables the cache
-for the worker but never fails a request.
+plus the policy-reader options
+(``iostack.swift_middleware.shared_reader``: ``redis_url``, ``key_prefix``...).
+Cache errors (disk, SQLite) are logged and turn into misses; an unusable
+``cache_dir`` disables the cache for the worker but never fails a request.
 
-Modules: ``cache_policy`` (what is cached, entry versions), ``cache_worker``
-(a worker's store, fills, entry format), ``cache_invalidation`` (pub/sub).
+Modules of ``iostack.swift_middleware.cache``: ``policy`` (what is cached,
+entry versions), ``worker`` (a worker's store, fills, entry format),
+``store`` (the SQLite index and files), ``invalidation`` (pub/sub).
 """
 
 from __future__ import annotations

@@ -143,7 +143,7 @@ def decoded_response(app, request: Request, resp: Response, context: FilterConte
     ``sandbox`` (a ``SandboxRunner``) decodes filters that ran in the sandbox;
     with ``sandbox_on_object`` the one that ran last on PUT is decoded by the
     object servers instead, for objects of ``MIN_STORED_BYTES`` or more
-    (``sandbox_on_object`` module).
+    (``iostack.swift_middleware.enforce.sandbox_object``).
     """
     try:
         applied = load_pipeline(resp.headers[layer.pipeline_header])

@@ -1,6 +1,6 @@
 """IOStack proxy middleware: enforce the tenants' policies on object requests.
 
-On PUT it asks the controller's ``PolicyReader`` which filters apply
+On PUT it asks the policy contract's reader (``iostack.policy.reader``) which filters apply
 (one cached lookup; a policy change reaches it through Redis pub/sub), runs
 the body through their encoders on its way to the object servers, and records
 in the object's sysmeta what it did (``record``). On GET and HEAD it undoes

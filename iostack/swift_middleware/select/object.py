@@ -1,13 +1,13 @@
 """IOStack record selection on object servers: filter where the data is.
 
 A proxy's ``iostack_select`` asks the object server it reads from to run
-the selection (``X-Backend-Iostack-Select``, see ``select_frames``), so
+the selection (``X-Backend-Iostack-Select``, see ``iostack.swift_middleware.select.frames``), so
 only the selected bytes cross the network and the proxy, as in the IOStack
 paper's storage-side Spark pushdown. Here the chain of record filters runs
 on the object as its tenant stored it (this middleware sits above the
 object-stage ``iostack`` middleware, which has undone object-stage filters),
 with the same engine and byte-range semantics as on proxies
-(``selecting``), and the answer goes back framed.
+(``iostack.swift_middleware.select.engine``), and the answer goes back framed.
 
 It declines (an empty answer with ``X-Backend-Iostack-Select-Declined``)
 what it cannot select correctly, and the proxy selects instead:

@@ -7,8 +7,9 @@ what they asked for: the IOStack paper's Spark pushdown. Where they run:
 
 - on the object server that holds the object (stage ``object``, the default
   for record filters): this middleware sends the chain down
-  (``select_frames``) and relays the selected bytes, so the whole object
-  never crosses the network to the proxy (``select_on_object``);
+  (``iostack.swift_middleware.select.frames``) and relays the selected bytes, so the whole object
+  never crosses the network to the proxy
+  (``iostack.swift_middleware.select.object``);
 - here, on the proxy, when a policy stages them ``ON PROXY``, when
   ``object_stage = false``, or when the object server declines: objects
   encoded by proxy-stage filters (the ``iostack`` middleware below undoes
@@ -62,7 +63,8 @@ Parquet objects are read by ranges, not as records
 Lines or Arrow (the ``output`` parameter, ``iostack.filters.output``), with
 the matching ``Content-Type``.
 
-plus the policy-reader options of ``policies`` (``redis_url``, ``key_prefix``...).
+plus the policy-reader options
+(``iostack.swift_middleware.shared_reader``: ``redis_url``, ``key_prefix``...).
 A failed policy lookup is logged and the request is served without the
 policy's selection: policies here shape answers, they are not access control.
 
