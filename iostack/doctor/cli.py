@@ -126,7 +126,8 @@ def register(subparsers: argparse._SubParsersAction) -> dict[str, argparse._SubP
     """``iostack doctor``: one command, no verb groups."""
     parser = subparsers.add_parser(
         "doctor", help="check Swift configs and services for IOStack; say how to fix them",
-        description=__doc__.split("\n\n")[0])
+        description="Check a Swift cluster's IOStack installation (pipelines, config keys, "
+                    "Redis, RabbitMQ, the controller) and say how to fix what is wrong.")
     parser.add_argument("--swift-dir", action="append", metavar="DIR",
                         help=f"where the Swift configs are (default: the running all-in-one's, "
                              f"else {DEFAULT_SWIFT_DIR}; repeatable: each host's directory of "

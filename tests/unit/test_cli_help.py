@@ -1,0 +1,29 @@
+"""``iostack --help`` and every verb's help read as plain text and end with an example."""
+
+from __future__ import annotations
+
+import argparse
+
+from iostack.cli import EXAMPLES, build_parser, leaf_parsers
+
+
+def help_texts(parser: argparse.ArgumentParser) -> list[str]:
+    texts = [parser.description or "", parser.epilog or ""]
+    return texts + [action.help or "" for action in parser._actions]
+
+
+def test_every_verb_shows_an_example_that_runs_that_verb():
+    verbs = leaf_parsers(build_parser())
+    assert set(verbs) == set(EXAMPLES)  # a new verb needs its example
+    for words, parser in verbs.items():
+        help_text = parser.format_help()
+        assert "example:\n  " in help_text, words
+        first = EXAMPLES[words].splitlines()[0]
+        assert first.startswith(f"iostack {words}"), words
+
+
+def test_help_is_plain_text_without_rest_markup():
+    parser = build_parser()
+    assert "IOStack: storage policies" in parser.format_help()
+    for words, verb in {"": parser, **leaf_parsers(parser)}.items():
+        assert not [t for t in help_texts(verb) if "``" in t], words
