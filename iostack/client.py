@@ -2,7 +2,8 @@
 
 One call reads the objects of a container (under a prefix) through the
 record filters, asks for Arrow answers, and returns one ``pyarrow.Table``,
-so pandas, Polars or DuckDB users get the pushdown without Spark::
+so DuckDB users (and pandas or Polars users, once those are installed: IOStack
+does not install them) get the pushdown without Spark::
 
     import duckdb
     import iostack

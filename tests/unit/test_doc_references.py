@@ -127,3 +127,12 @@ def test_the_checks_catch_a_stale_name():
     assert resolves("iostack.policy.reader.PolicyReader")
     assert not resolves("iostack.policy.reader.NoSuchThing")
     assert path_exists("enforce/proxy.py") and not path_exists("controller/resolve.py")
+
+
+def test_the_filter_table_lists_every_library_filter():
+    from iostack.filters.registry import builtin_metadata
+
+    text = (ROOT / "docs" / "filters.md").read_text("utf-8")
+    table = text[:text.index("## The contract")]
+    listed = set(re.findall(r"^\| `(\w+)` \|", table, re.M))
+    assert listed == {m.name for m in builtin_metadata()}
