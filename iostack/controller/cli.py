@@ -216,8 +216,11 @@ def metric_add(client: ControllerClient, args) -> Any:
 def metric_watch(client: ControllerClient, args) -> Any:
     shown = 0
     while args.count is None or shown < args.count:
-        view = fmt.monitoring_view(client.monitoring())
-        if sys.stdout.isatty():
+        snapshot = client.monitoring()
+        # --json: one JSON document per line and refresh (JSON Lines), for scripts.
+        view = json.dumps(snapshot, sort_keys=True) if args.json else \
+            fmt.monitoring_view(snapshot)
+        if sys.stdout.isatty() and not args.json:
             print("\033[H\033[2J", end="")  # clear the screen between refreshes
         print(view, flush=True)
         shown += 1

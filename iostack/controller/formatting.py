@@ -166,8 +166,11 @@ def monitoring_view(snapshot: dict[str, Any]) -> str:
     if snapshot["interval"] is None:
         return "no metrics yet (is the metric middleware in the proxy pipeline?)"
     when = time.strftime("%H:%M:%S", time.localtime(snapshot["interval"]))
-    proxies = len(snapshot["sources"].get("proxy", []))
-    lines = [f"interval {when} ({snapshot['seconds']:g} s)  proxies {proxies}  "
+    workers = snapshot["sources"].get("proxy", [])
+    # A source is one worker, "proxy-<ip>:<port>-<pid>": a proxy is an address.
+    proxies = len({source.rpartition("-")[0] for source in workers})
+    lines = [f"interval {when} ({snapshot['seconds']:g} s)  proxies {proxies} "
+             f"({len(workers)} worker{'' if len(workers) == 1 else 's'})  "
              f"batches {snapshot['received']}  late {snapshot['late']}  "
              f"lost samples {snapshot['lost']}"
              + ("" if snapshot["connected"] else "  BROKER UNREACHABLE"), ""]
