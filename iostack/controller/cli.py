@@ -202,6 +202,11 @@ def filter_register(client: ControllerClient, args) -> Any:
     return result if args.json else print(f"registered filter {result['name']}")
 
 
+def filter_list(client: ControllerClient, args) -> Any:
+    filters = client.registry("filters")
+    return filters if args.json else print(fmt.filter_rows(filters))
+
+
 def filter_show(client: ControllerClient, args) -> Any:
     meta = client.item("filters", args.name)
     return meta if args.json else print(fmt.filter_detail(meta))
@@ -344,13 +349,7 @@ def register(subparsers: argparse._SubParsersAction) -> dict[str, argparse._SubP
 
     flt = subparsers.add_parser("filter", help="filter registry").add_subparsers(
         dest="filter_command", required=True)
-    _verb(flt, "list", registry_list("filters", ["NAME", "METHODS", "STAGES", "RUNTIME",
-                                                 "DESCRIPTION"],
-                                     lambda n, m: [n, ",".join(m["methods"]),
-                                                   ",".join(m["stages"]),
-                                                   m["extra"].get("runtime", "native"),
-                                                   m["description"]]),
-          "list filters", common)
+    _verb(flt, "list", filter_list, "list filters (object and block, KIND says which)", common)
     _verb(flt, "show", filter_show, "a filter's metadata", common).add_argument("name")
     reg = _verb(flt, "register", filter_register, "register filter metadata (JSON file)", common)
     reg.add_argument("metadata", help="FilterMetadata JSON file")

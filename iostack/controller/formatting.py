@@ -143,14 +143,60 @@ def diff_view(diff: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def filter_kind(meta: dict[str, Any]) -> str:
+    """``object`` (Swift targets) or ``block`` (VOLUME/STORAGE_GROUP targets)."""
+    return meta.get("extra", {}).get("domain", "object")
+
+
+def filter_rows(filters: dict[str, dict[str, Any]]) -> str:
+    """``filter list``: one vocabulary, object filters first, with the kind of target."""
+    rows = []
+    for name, meta in sorted(filters.items(), key=lambda i: (filter_kind(i[1]) != "object",
+                                                            i[0])):
+        block = filter_kind(meta) == "block"
+        rows.append([name, filter_kind(meta),
+                     "read,write" if block else ",".join(meta["methods"]),
+                     "volume stack" if block else ",".join(meta["stages"]),
+                     meta["extra"].get("runtime", "native"), meta["description"]])
+    return table(["NAME", "KIND", "METHODS", "STAGES", "RUNTIME", "DESCRIPTION"], rows)
+
+
+def _sized(value: float, units: tuple[str, ...], step: int) -> str:
+    for unit in units[:-1]:
+        if abs(value) < step:
+            return f"{value:g} {unit}"
+        value /= step
+    return f"{value:g} {units[-1]}"
+
+
+def param_value(value: Any, param: dict[str, Any]) -> str:
+    """A parameter's value for people: 256 KiB, 30 MB/s, 500 ops/s, 2 s."""
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "-" if value is None else str(value)
+    kind, unit = param["type"], param.get("unit") or ""
+    if kind == "size":
+        return _sized(value, ("B", "KiB", "MiB", "GiB", "TiB"), 1024)
+    if kind == "rate" and unit == "ops":
+        return f"{value:g} ops/s"
+    if kind == "rate":
+        return _sized(value, ("B/s", "kB/s", "MB/s", "GB/s"), 1000)
+    if kind == "duration":
+        return f"{value:g} s"
+    return f"{value:g}"
+
+
 def filter_detail(meta: dict[str, Any]) -> str:
-    lines = [f"{meta['name']}: {meta['description']}",
-             f"methods {', '.join(meta['methods'])}; stages {', '.join(meta['stages'])} "
-             f"(default {meta['default_stage']}); layout {meta['layout_group'] or '-'}; "
+    kind = filter_kind(meta)
+    where = "volume stacks (VOLUME/STORAGE_GROUP targets)" if kind == "block" else (
+        f"methods {', '.join(meta['methods'])}; stages {', '.join(meta['stages'])} "
+        f"(default {meta['default_stage']})")
+    lines = [f"{meta['name']} ({kind} filter): {meta['description']}",
+             f"{where}; layout {meta['layout_group'] or '-'}; "
              f"runs before {', '.join(meta['runs_before']) or '-'}"]
     if meta["params"]:
         lines.append(table(["PARAM", "TYPE", "DEFAULT", "MIN", "MAX", "CHOICES", "DESCRIPTION"],
-                           [[p["name"], p["type"], p["default"], p["minimum"], p["maximum"],
+                           [[p["name"], p["type"], param_value(p["default"], p),
+                             param_value(p["minimum"], p), param_value(p["maximum"], p),
                              ",".join(p["choices"]), p["description"]] for p in meta["params"]]))
     return "\n".join(lines)
 

@@ -205,12 +205,16 @@ _CODEC_ERRORS = (zlib.error, zstandard.ZstdError)
 
 
 def check_params(params: dict[str, Any]) -> None:
-    """Levels depend on the algorithm: gzip stops at 9."""
-    low, high = _CODECS[params["algorithm"]].levels
+    """Levels depend on the algorithm: gzip stops at 9; no level is the algorithm's
+    default, filled in here so that ``validate`` (and explain) shows the one that runs."""
+    codec = _CODECS[params["algorithm"]]
+    low, high = codec.levels
     level = params["level"]
     if level is not None and not low <= level <= high:
         raise ParamError(METADATA.name, "level",
                          f"{params['algorithm']} accepts {low}-{high}, got {level}")
+    if level is None:
+        params["level"] = codec.default_level
 
 
 class CompressionEncoder:

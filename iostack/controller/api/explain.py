@@ -14,6 +14,8 @@ from flask import Blueprint, jsonify, request
 from iostack.controller.api.base import authenticate, body, ctl, field, redact_params
 from iostack.controller.auth import AuthError, Principal, request_token
 from iostack.controller.registry import RegistryError
+from iostack.filters.errors import FilterError
+from iostack.filters.registry import get_filter
 
 bp = Blueprint("explain", __name__)
 
@@ -52,12 +54,23 @@ def explain_json(data: dict[str, Any],
     if not principal.may_read(view.account):
         raise AuthError("a tenant may explain requests to its own account only", 403)
     answer = resolution.to_json()
+    for entry in answer["pipeline"]:
+        entry["params"] = _applied(entry["filter"], entry["params"])
     redact_params(answer["pipeline"])
     return {"request": {"method": view.method, "account": view.account,
                         "container": view.container, "object": view.obj, "size": view.size,
                         "policy_paths": [list(p) for p in view.policy_paths]},
             "warnings": _manifest_warnings(store, view, resolution, headers),
             **answer}
+
+
+def _applied(name: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The parameters a library filter runs with: defaults it chooses itself filled in
+    (compression's level follows its algorithm); others' as resolved."""
+    try:
+        return get_filter(name).validate(params)
+    except FilterError:  # an uploaded filter, or stored values the data path would refuse
+        return params
 
 
 def _manifest_warnings(store, view, resolution, headers: dict[str, str]) -> list[str]:

@@ -43,3 +43,39 @@ def test_policy_show_prints_the_stored_warnings():
               "text": "FOR TENANT t1 DO SET bandwidth WITH get=30", "rules": [],
               "warnings": [{"line": 1, "column": 41, "message": "get=30 has no unit"}]}
     assert "warning: line 1, column 41: get=30 has no unit" in policy_detail(record)
+
+
+def registry_view() -> dict[str, dict]:
+    """The registry's filters as ``GET /v1/filters`` lists them: library and block ones."""
+    from iostack.controller.builtins import builtin_filters
+
+    return {m.name: m.to_json() for m in builtin_filters()}
+
+
+def test_filter_list_has_one_vocabulary_with_a_kind_column():
+    from iostack.controller.formatting import filter_rows
+
+    lines = filter_rows(registry_view()).splitlines()
+    assert lines[0].split()[:6] == ["NAME", "KIND", "METHODS", "STAGES", "RUNTIME", "DESCRIPTION"]
+    kinds = {line.split()[0]: line.split()[1] for line in lines[1:]}
+    assert (kinds["noop"], kinds["nop"], kinds["bandwidth"], kinds["bw"]) == \
+        ("object", "block", "object", "block")
+    assert kinds["iops"] == "block" and kinds["csv_select"] == "object"
+    rows = lines[1:]
+    first_block = next(i for i, row in enumerate(rows) if row.split()[1] == "block")
+    assert all(row.split()[1] == "block" for row in rows[first_block:])  # object ones first
+    nop = next(row for row in rows if row.split()[0] == "nop")
+    assert "volume stack" in nop and "proxy" not in nop
+
+
+def test_filter_show_gives_sizes_and_rates_in_human_units():
+    from iostack.controller.formatting import filter_detail
+
+    filters = registry_view()
+    compression = filter_detail(filters["compression"])
+    assert "256 KiB" in compression and "8 MiB" in compression and "object filter" in compression
+    bw = filter_detail(filters["bw"])
+    assert bw.startswith("bw (block filter)") and "volume stacks" in bw
+    assert "0 B/s" in bw
+    bandwidth = filter_detail(filters["bandwidth"])
+    assert "0 ops/s" in bandwidth and "2 s" in bandwidth

@@ -75,6 +75,16 @@ def test_policy_life_cycle(client, admin):
         f"no policy '{pid}'"
 
 
+def test_explain_shows_the_defaults_a_filter_applies(client, admin):
+    for text in ("FOR CONTAINER t1/z DO SET compression",
+                 "FOR CONTAINER t1/g DO SET compression WITH algorithm=gzip"):
+        assert client.post("/v1/policies", headers=admin, json={"text": text}).status_code == 201
+    levels = [client.post("/v1/explain", headers=admin, json={"method": "PUT", "path": path})
+              .json["pipeline"][0]["params"]["level"] for path in ("/v1/AUTH_t1/z/o",
+                                                                  "/v1/AUTH_t1/g/o")]
+    assert levels == [3, 6]  # zstd's and gzip's own defaults, not "level: null"
+
+
 def test_positional_params_compile_to_the_filters_names(client, admin):
     added = client.post("/v1/policies", headers=admin, json={
         "text": "FOR TENANT T2 DO SET BANDWIDTH WITH PARAM1=30MBps, put=10MBps"})
