@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 from typing import Any
 from urllib.parse import quote
@@ -293,7 +294,24 @@ def explain():
                 "headers": _headers(form["headers"])}
     result = api.explain_json(data, lambda account: g.principal)
     return render_template("ui/explain_result.html", result=result, rows=_why(result),
-                           others=[n for n in result["notes"] if n["outcome"] != "applied"])
+                           others=[n for n in result["notes"] if n["outcome"] != "applied"],
+                           unknown_volume=bool(form["volume"]) and not _volume_known(
+                               form["volume"]))
+
+
+def _volume_known(name: str) -> bool:
+    """Whether a policy names the volume or the block bridge has it (explain of a typo)."""
+    if any(t["kind"] == "volume" and t["name"] == name
+           for record in _ctl().store.list() for t in record["targets"]):
+        return True
+    conf = _ctl().config.get("block_bridge")
+    if not conf:
+        return False
+    try:
+        volumes, _ = BlockBridge(conf).inventory()
+    except BridgeError:
+        return True  # cannot tell: do not call it unknown
+    return any(volume["name"] == name for volume in volumes)
 
 
 # -- live metrics ---------------------------------------------------------------
@@ -317,8 +335,15 @@ def _latest_table() -> tuple[list[dict[str, Any]], float | None]:
     return rows, latest.start
 
 
-def _scaled(value: float | None, scale: float) -> float | None:
-    return None if value is None else round(value * scale, 3)
+def _scaled(value: float | int | None, scale: float) -> float | int | None:
+    """Three significant digits (12.3 ms, 0.0123 MB/s, not 12.345 ms), whole numbers kept."""
+    if value is None:
+        return None
+    scaled = value * scale
+    if not scaled:
+        return 0
+    digits = 2 - math.floor(math.log10(abs(scaled)))
+    return round(scaled, digits) if digits > 0 else round(scaled)
 
 
 def _comparisons(condition: dict[str, Any]) -> list[dict[str, Any]]:

@@ -264,3 +264,44 @@ def test_rollback_previews_the_change_names_others_and_needs_a_fresh_confirmatio
     nothing = client.get(f"/ui/history/{version + 3}/rollback").get_data(as_text=True)
     assert "Nothing to do" in nothing
     assert client.get("/ui/history/999/rollback").status_code == 404
+
+
+def test_explain_of_an_unknown_volume_says_so_not_no_filter_applies(client, app):
+    csrf = log_in(client)
+    app.extensions["iostack"].store.submit("FOR VOLUME vol7 DO SET xor WITH key=0x5a")
+    typo = client.post("/ui/explain", data={"volume": "vol8", "csrf": csrf},
+                       headers={"HX-Request": "true"}).get_data(as_text=True)
+    assert "No volume vol8: no policy names it" in typo
+    known = client.post("/ui/explain", data={"volume": "vol7", "csrf": csrf},
+                        headers={"HX-Request": "true"}).get_data(as_text=True)
+    assert "No volume" not in known and 'data-filter="xor"' in known
+
+
+def render_qos(app, capacity, scopes):
+    from flask import render_template
+
+    with app.test_request_context("/ui/qos"):
+        return render_template("ui/qos.html", nav=[], principal=Principal(True, name="admin"),
+                               csrf="x", capacity=capacity, scopes=scopes, proxies=[])
+
+
+def test_qos_page_says_what_an_unset_capacity_and_a_missing_split_mean(app):
+    unset = render_qos(app, {"get": 0.0, "put": 0.0}, [])
+    assert "unknown (measured)" not in unset
+    assert "GET not set, PUT not set (only caps are enforced" in unset
+    assert "No assignment published yet." in unset
+    capped = [{"scope": "AUTH_t2", "direction": "get", "slo": 30e6, "mode": "cap",
+               "assigned": 30e6, "achieved": 29e6}]
+    page = render_qos(app, {"get": 100e6, "put": 0.0}, capped)
+    assert "GET 100 MB/s, PUT not set</p>" in page
+    assert "No assignment published yet." not in page  # totals are assigned: say why no split
+    assert "No per-proxy split computed by this controller process" in page
+
+
+@pytest.mark.parametrize("value, scale, shown", [
+    (0.012345, 1e3, 12.3), (0.5, 1, 0.5), (0.0001234, 1, 0.000123), (1234.5, 1, 1234),
+    (0, 1, 0), (None, 1, None)])
+def test_metric_cells_have_three_significant_digits(value, scale, shown):
+    from iostack.controller.ui.views import _scaled
+
+    assert _scaled(value, scale) == shown

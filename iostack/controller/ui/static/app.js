@@ -61,6 +61,11 @@ function liveMetrics(section) {
         } },
       },
       legend: { show: false },
+      // One line of clock time per tick: uPlot's default second line (the date)
+      // was cut off at this height, and a chart spans minutes, not days.
+      axes: [{ space: 70, values: (u, splits) => splits.map((v) => new Date(v * 1000)
+        .toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" })) },
+      {}],
       hooks: { draw: [overlay(c.metric)] },
     }, [xs, ys[i]], el);
   });
