@@ -91,11 +91,11 @@ def _bits(number: float, unit: str, match: re.Match) -> Quantity:
     """A bit rate in bytes/s; a size in bits is refused with its byte spellings."""
     prefix = (match.group("prefix") or "").lower()
     if not match.group("rate"):
-        upper = prefix.upper().replace("I", "i")
+        letter = prefix[0].upper()
         raise UnitError(
-            f"{unit!r} is {'kilo mega giga tera'.split()['kmgt'.index(prefix[0])]}bits; "
-            f"sizes are in bytes: write {_num(number)}{upper}B (decimal) or "
-            f"{_num(number)}{upper.rstrip('i')}iB (binary)")
+            f"{unit!r} is {'kilo mega giga tera'.split()['KMGT'.index(letter)]}bits; "
+            f"sizes are in bytes: write {_num(number)}{letter}B (decimal) or "
+            f"{_num(number)}{letter}iB (binary)")
     return Quantity(number * _BIT_PREFIXES[prefix] / 8, "rate", bits=True)
 
 

@@ -275,9 +275,13 @@ def test_byte_rates_stay_bytes_and_are_not_flagged_as_bits():
     assert (quantity.value, quantity.bits) == (30 * 10**6, False)
 
 
-def test_a_size_in_bits_is_refused_with_the_byte_spellings():
-    assert "line 1, column 25: 'Mb' is megabits; sizes are in bytes: write 10MB (decimal) " \
-           "or 10MiB (binary)" in error_of("FOR ALL DO SET x WITH v=10Mb")
+@pytest.mark.parametrize("raw, message", [
+    ("10Mb", "'Mb' is megabits; sizes are in bytes: write 10MB (decimal) or 10MiB (binary)"),
+    ("4Kib", "'Kib' is kilobits; sizes are in bytes: write 4KB (decimal) or 4KiB (binary)"),
+    ("3gb", "'gb' is gigabits; sizes are in bytes: write 3GB (decimal) or 3GiB (binary)"),
+])
+def test_a_size_in_bits_is_refused_with_the_byte_spellings(raw, message):
+    assert f"line 1, column 25: {message}" in error_of(f"FOR ALL DO SET x WITH v={raw}")
 
 
 @pytest.mark.parametrize("text", ["FOR ALL DO SET csv_select WITH columns=user_id,status",
