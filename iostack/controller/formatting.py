@@ -254,7 +254,10 @@ def qos_view(result: dict[str, Any]) -> str:
             rows.append([scope, direction, f"{kind} {_rate(target, direction)}" if target
                          else "best effort", _rate(row[direction]["assigned"], direction),
                          _rate(row[direction]["achieved"], direction)])
-    capacity = ", ".join(f"{d} {_rate(c, d) if c else 'unknown'}"
+    capacity = ", ".join(f"{d} {_rate(c, d) if c else 'not set'}"
                          for d, c in result["capacity"].items())
+    if not any(result["capacity"].values()):
+        capacity += (" (only caps are enforced; qos_capacity_get/put honour minimums and "
+                     "share spare capacity)")
     return f"capacity: {capacity}\n" + table(["SCOPE", "DIR", "TARGET", "ASSIGNED", "ACHIEVED"],
                                              rows)

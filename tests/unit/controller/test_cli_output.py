@@ -79,3 +79,13 @@ def test_filter_show_gives_sizes_and_rates_in_human_units():
     assert "0 B/s" in bw
     bandwidth = filter_detail(filters["bandwidth"])
     assert "0 ops/s" in bandwidth and "2 s" in bandwidth
+
+
+def test_qos_status_says_what_an_unset_capacity_means():
+    from iostack.controller.formatting import qos_view
+
+    unset = qos_view({"capacity": {"get": 0, "put": 0}, "scopes": {}}).splitlines()[0]
+    assert unset == ("capacity: get not set, put not set (only caps are enforced; "
+                     "qos_capacity_get/put honour minimums and share spare capacity)")
+    assert qos_view({"capacity": {"get": 1e8, "put": 0}, "scopes": {}}).splitlines()[0] == \
+        "capacity: get 100 MB/s, put not set"
