@@ -43,6 +43,7 @@ from iostack.controller.store import PolicyStore
 from iostack.dsl.checker import check
 from iostack.dsl.lexer import tokenize
 from iostack.dsl.parser import parse
+from iostack.policy.connection import connect
 from iostack.policy.keys import KeySpace
 from iostack.policy.reader import PolicyReader
 from iostack.policy.resolve import RequestInfo
@@ -100,7 +101,7 @@ def main() -> int:
 
     text = generate(args.policies)
     with (nullcontext({"redis_url": args.redis_url}) if args.redis_url else stack()) as info:
-        client = redis.Redis.from_url(info["redis_url"], decode_responses=True)
+        client = connect(info["redis_url"], decode_responses=True)
         keys = KeySpace(f"iostack-bench-{uuid.uuid4().hex[:8]}:")
         try:
             run(args, text, client, keys, info["redis_url"])

@@ -41,6 +41,7 @@ from iostack.aio.services import (
 from iostack.aio.state import write_private_json
 from iostack.aio.swift import DAEMONS, SERVERS, SwiftLayout, tenant_account, tenant_user
 from iostack.endpoints import AIO_INFO_FILE
+from iostack.policy.connection import connect
 
 CONTROLLER = "controller"
 BLOCK_BRIDGE = "block-bridge"
@@ -382,7 +383,7 @@ class AllInOne:
 def purge_namespace(redis_url: str, key_prefix: str) -> int:
     """Delete every Redis key under ``key_prefix``; return how many (0 if Redis is gone)."""
     try:
-        client = redis.Redis.from_url(redis_url, socket_timeout=5)
+        client = connect(redis_url, socket_timeout=5)
         deleted = 0
         batch: list[bytes] = []
         # Namespaces hold no glob characters (AioConfig checks them).

@@ -31,6 +31,7 @@ from iostack.controller.client import ControllerClient, ControllerError
 from iostack.doctor import Finding, error, ok, warning
 from iostack.doctor.pipelines import ServiceUse
 from iostack.monitoring.bus import connection_parameters
+from iostack.policy.connection import connect
 from iostack.policy.keys import KeySpace
 from iostack.service_probes import amqp_open_door, redact, redis_open_door
 
@@ -53,8 +54,8 @@ def check_redis(use: ServiceUse, allow_unauthenticated: bool = False) -> list[Fi
     where = f"Redis {redact(use.url)} (prefix {use.key_prefix}, {_used_by(use)})"
     lock = ("give Redis a password (requirepass, or an ACL user) and put it in every "
             "redis_url: redis://:PASSWORD@HOST:PORT/DB")
-    client = redis.Redis.from_url(use.url, socket_timeout=TIMEOUT,
-                                  socket_connect_timeout=TIMEOUT, decode_responses=True)
+    client = connect(use.url, socket_timeout=TIMEOUT, socket_connect_timeout=TIMEOUT,
+                     decode_responses=True)
     try:
         try:
             client.ping()
