@@ -3,8 +3,8 @@
 - **Redis** (each policy store: URL and key prefix): answers with the
   URL's credentials (wrong ones are told apart from an unreachable server);
   refuses a client without them (``redis_open_door``); holds the store's
-  ``marker``, without which every write under a byte-changing policy is
-  refused (503, ``docs/datapath.md``); keeps its data across a restart
+  ``marker``, without which proxies apply no policy change (they keep their
+  copies; one that holds none refuses writes, ``docs/datapath.md``); keeps its data across a restart
   (``appendonly`` or save points; a warning otherwise).
 - **RabbitMQ** (each URL of ``iostack_metrics`` and ``iostack_qos``):
   accepts the URL's user on its vhost, and refuses ``guest``/``guest``
@@ -99,8 +99,8 @@ def _marker(where: str, client: redis.Redis, keys: KeySpace) -> list[Finding]:
                       "give the proxies' Redis user read access to the key prefix")]
     if not marker:
         return [error(
-            where, f"the policy store has no marker ({keys.marker}): proxies refuse every "
-                   "write under a byte-changing policy (503), since the rules may be lost",
+            where, f"the policy store has no marker ({keys.marker}): proxies apply no policy "
+                   "change from it (they keep their copies; one holding none refuses writes)",
             "start the controller on this Redis and key_prefix: it sets the namespace up, "
             "or restores it from <state_dir>/policy-store.json (docs/deploy.md)")]
     return [ok(where, f"policy store marked (version {version or 0})")]

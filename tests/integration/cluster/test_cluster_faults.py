@@ -11,8 +11,8 @@ connect to one proxy tries the other, as a load balancer would):
 (b) a proxy is killed: the other serves every request, and metrics keep
     arriving from it; ``aio start`` brings the killed one back;
 (c) the controller, Redis and RabbitMQ are stopped and started again, one at
-    a time: PUTs either succeed (stored filtered) or fail with 503, never
-    anything else, and the stack serves again by itself once each is back.
+    a time: no request fails (the proxies enforce their local copies of the
+    policies while Redis is down, and store every object filtered).
 
 At the end every object a PUT acknowledged reads back intact and has a
 replica on every node, and no ``.data`` file on any node's device holds the
@@ -95,7 +95,6 @@ class Load:
     written: dict[tuple[str, str], str] = field(default_factory=dict)  # (tenant, obj) -> md5
     made: Counter = field(default_factory=Counter)  # phase -> requests
     failed: Counter = field(default_factory=Counter)  # phase -> requests failed at the client
-    put_statuses: Counter = field(default_factory=Counter)  # (phase, status) of failed PUTs
     failures: Counter = field(default_factory=Counter)  # (phase, method, status)
     # (phase, method, status, transaction id, body) of failures, the first few of each phase
     examples: list[tuple[str, str, Any, str, str]] = field(default_factory=list)
@@ -179,8 +178,6 @@ class Load:
             self.failures[(phase, method, status)] += 1
             if self.failed[phase] <= 3:
                 self.examples.append((phase, method, status, trans_id, body))
-            if method == "PUT":
-                self.put_statuses[(phase, status)] += 1
 
 
 @pytest.fixture(scope="module")
@@ -454,13 +451,8 @@ def test_faults_lose_nothing_and_store_nothing_unfiltered(cluster, load, metrics
     assert unfiltered == 0
     assert missing == 0
     assert load.made["node down"] > 20 and load.made["proxy killed"] > 20
-    assert load.failed["redis down"] > 0  # Redis was really down: writes were refused
-    # Quorum and failover: the node and the proxy faults cost no request; neither does
-    # the controller (not on the data path) nor the broker (metrics wait in a buffer);
-    # once a restarted service is back, nothing fails.
-    for phase in ("steady", "node down", "node back", "proxy killed", "proxy back",
-                  "controller down", "rabbitmq down",
-                  *(f"{s} back" for s in ("controller", "redis", "rabbitmq"))):
-        assert load.failed[phase] == 0, (phase, dict(load.failed))
-    # Service restarts: writes fail closed (503), never land unfiltered or answer otherwise.
-    assert {status for (_phase, status) in load.put_statuses} <= {503}, load.put_statuses
+    assert load.made["redis down"] > 20
+    # Quorum and failover: the node and the proxy faults cost no request; neither do
+    # the controller (not on the data path), Redis (every worker enforces its local
+    # copy of the policies) nor the broker (metrics wait in a buffer).
+    assert sum(load.failed.values()) == 0, dict(load.failures)
