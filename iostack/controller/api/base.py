@@ -58,6 +58,18 @@ def control_loop() -> ControlLoop:
 # -- errors and auth ------------------------------------------------------------
 
 
+def store_error_cause(exc: redis.RedisError) -> str:
+    """Why the store refused or did not answer, in an administrator's words."""
+    if isinstance(exc, redis.ReadOnlyError):
+        return "no writable master (the server reached is a read-only replica; a failover " \
+               "may be under way)"
+    if isinstance(exc, redis.TimeoutError):
+        return f"no answer within the store timeout ({exc})"
+    if isinstance(exc, redis.ConnectionError):
+        return f"cannot connect to the master ({exc})"
+    return str(exc)
+
+
 def error_response(exc: Exception):
     """The JSON answer for any exception a route raises (the app's error handler)."""
     if isinstance(exc, DSLError):
@@ -69,7 +81,8 @@ def error_response(exc: Exception):
         return json_error(exc.code or 500, exc.description or exc.name)
     if isinstance(exc, redis.RedisError):
         LOG.error("policy store unavailable: %s", exc)
-        return json_error(503, "policy store (Redis) unavailable")
+        return json_error(503, f"policy store (Redis) unavailable: {store_error_cause(exc)}; "
+                               "nothing was changed, try again")
     if isinstance(exc, PolicyStoreUnavailable):
         return json_error(503, str(exc))
     LOG.exception("unexpected error")
