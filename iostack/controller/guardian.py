@@ -12,7 +12,8 @@ reaching them. The controller makes such a store whole again:
   fsynced, replaced atomically). Keys with a time to live (transient state)
   are left out. Values stay JSON strings as stored; nothing is evaluated.
   The journal also records ``highest``, the highest version this
-  controller ever saw committed.
+  controller ever saw committed, in the store or enforced by a proxy worker
+  (``iostack.controller.convergence``).
 - **Restore.** When the marker is missing, or the store's version is below
   ``highest`` (rolled back: never accepted), the journal's keys are written
   back in one ``MULTI`` (keys it does not hold are deleted) together with
@@ -43,6 +44,7 @@ from typing import Any
 
 import redis
 
+from iostack.controller.convergence import worker_reports
 from iostack.policy.changes import announce
 from iostack.policy.keys import KeySpace, glob_escape
 
@@ -72,6 +74,9 @@ class StoreGuardian:
         if not marker:
             return "restored" if self.restore_if_unmarked() else "unmarked"
         number = int(version or 0)
+        # A version some node enforces was committed, even if no journal caught it.
+        reported = [r.get("version") for r in worker_reports(self.redis, self.keys).values()]
+        self.highest = max([self.highest, *(v for v in reported if isinstance(v, int))])
         if number < self.highest:
             return "restored" if self.restore(
                 f"is at version {number}, older than version {self.highest} committed "
