@@ -6,7 +6,8 @@ applies, and every few seconds. ``policy_status`` compares those reports
 with the store's version: a worker is **behind** when it enforces an older
 version than the store holds, and **silent** when it has not reported for
 ``SILENT_AFTER`` seconds (stopped, or cut off from Redis: it still enforces
-its copy, but nobody can tell which). ``iostack policy status``,
+its copy, but nobody can tell which); the guardian forgets a worker silent
+for ``FORGET_AFTER`` seconds. ``iostack policy status``,
 ``GET /v1/policies/status``, the console's Policies page and ``iostack
 doctor`` show it; the guardian takes the highest version a worker reports
 into account when it restores a store.
@@ -24,6 +25,7 @@ from iostack.policy.keys import KeySpace
 from iostack.policy.reader import REPORT_EVERY
 
 SILENT_AFTER = 3 * REPORT_EVERY
+FORGET_AFTER = 600.0  # seconds: a worker silent that long is gone (a restart's old pid)
 
 
 def worker_reports(client: redis.Redis, keys: KeySpace) -> dict[str, dict[str, Any]]:
@@ -37,6 +39,16 @@ def worker_reports(client: redis.Redis, keys: KeySpace) -> dict[str, dict[str, A
         if isinstance(report, dict):
             reports[name.decode() if isinstance(name, bytes) else name] = report
     return reports
+
+
+def forget_gone(client: redis.Redis, keys: KeySpace, reports: dict[str, dict[str, Any]],
+                now: float | None = None) -> None:
+    """Drop the reports of workers silent for ``FORGET_AFTER`` seconds."""
+    now = time.time() if now is None else now
+    gone = [name for name, report in reports.items()
+            if now - float(report.get("reported") or 0) > FORGET_AFTER]
+    if gone:
+        client.hdel(keys.policy_nodes, *gone)
 
 
 def policy_status(client: redis.Redis, keys: KeySpace, now: float | None = None

@@ -44,7 +44,7 @@ from typing import Any
 
 import redis
 
-from iostack.controller.convergence import worker_reports
+from iostack.controller.convergence import forget_gone, worker_reports
 from iostack.policy.changes import announce
 from iostack.policy.keys import KeySpace, glob_escape
 
@@ -75,7 +75,9 @@ class StoreGuardian:
             return "restored" if self.restore_if_unmarked() else "unmarked"
         number = int(version or 0)
         # A version some node enforces was committed, even if no journal caught it.
-        reported = [r.get("version") for r in worker_reports(self.redis, self.keys).values()]
+        reports = worker_reports(self.redis, self.keys)
+        forget_gone(self.redis, self.keys, reports)
+        reported = [r.get("version") for r in reports.values()]
         self.highest = max([self.highest, *(v for v in reported if isinstance(v, int))])
         if number < self.highest:
             return "restored" if self.restore(

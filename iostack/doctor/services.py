@@ -13,7 +13,8 @@
   Redis included), accepts the token as an administrator's, its metric
   consumer is connected to RabbitMQ, and it has heard from the proxies
   checked (a worker publishes after its first tenant request, so a quiet
-  proxy is a warning, not an error).
+  proxy is a warning, not an error); every proxy worker that reports its
+  policy version enforces the store's (a warning names those behind).
 
 A service that lets anyone in is an error unless the operator allowed it
 (``--allow-unauthenticated-services``): then a warning.
@@ -106,6 +107,31 @@ def _marker(where: str, client: redis.Redis, keys: KeySpace) -> list[Finding]:
     return [ok(where, f"policy store marked (version {version or 0})")]
 
 
+def _policy_versions(where: str, client: ControllerClient) -> list[Finding]:
+    """Whether every proxy worker enforces the store's policy version (``policy status``)."""
+    try:
+        status = client.policy_status()
+    except ControllerError as exc:
+        return [warning(where, f"policy versions not available ({exc.status}): {exc}",
+                        "upgrade the controller")]
+    findings = []
+    if status["behind"]:
+        findings.append(warning(
+            where, f"{len(status['behind'])} proxy worker(s) enforce an older policy version "
+                   f"than the store's {status['version']}: {', '.join(status['behind'])}",
+            "check that those proxies reach Redis (iostack policy status); they keep "
+            "enforcing the version they hold"))
+    if status["silent"]:
+        findings.append(warning(
+            where, f"proxy worker(s) stopped reporting their policy version: "
+                   f"{', '.join(status['silent'])}",
+            "a stopped worker can be ignored; a running one cannot reach Redis"))
+    if status["converged"]:
+        findings.append(ok(where, f"every reporting proxy worker enforces policy version "
+                                  f"{status['version']}"))
+    return findings
+
+
 def check_amqp(use: ServiceUse, allow_unauthenticated: bool = False) -> list[Finding]:
     where = f"RabbitMQ {redact(use.url)} ({_used_by(use)})"
     vhost = urlsplit(use.url).path.lstrip("/") or "%2F"
@@ -155,6 +181,7 @@ def check_controller(url: str, token: str | None,
                                    "run the controller with its metric loop "
                                    "(python -m iostack.controller.server)")]
     findings.append(ok(where, "accepts the token as an administrator's"))
+    findings += _policy_versions(where, client)
     if not status.get("connected"):
         findings.append(error(
             where, "its metric consumer is not connected to RabbitMQ: dynamic policies "

@@ -7,7 +7,7 @@ import json
 import os
 import time
 
-from iostack.controller.convergence import SILENT_AFTER, policy_status
+from iostack.controller.convergence import FORGET_AFTER, SILENT_AFTER, policy_status
 from iostack.controller.formatting import policy_status_view
 from iostack.controller.guardian import StoreGuardian
 from iostack.policy.reader import PolicyReader
@@ -62,3 +62,12 @@ def test_a_store_behind_a_version_a_worker_enforces_is_restored(
         {"version": version + 3, "applied": time.time(), "reported": time.time()}))
     assert guardian.tick() == "restored"
     assert int(redis_client.get(keys.version)) > version + 3
+
+
+def test_the_guardian_forgets_workers_silent_for_long(store, redis_client, keys, tmp_path):
+    now = time.time()
+    for name, ago in (("gone/1", FORGET_AFTER + 1), ("quiet/2", SILENT_AFTER + 1)):
+        redis_client.hset(keys.policy_nodes, name, json.dumps(
+            {"version": 1, "applied": now - ago, "reported": now - ago}))
+    StoreGuardian(redis_client, keys, tmp_path / "journal.json").tick()
+    assert list(redis_client.hkeys(keys.policy_nodes)) == ["quiet/2"]
