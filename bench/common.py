@@ -275,11 +275,13 @@ class Policies:
 
 
 def start_proxy(info: dict, manager: ProcessManager, name: str, iostack: bool = True,
-                cache: dict | None = None, metrics: bool | None = None) -> int:
+                cache: dict | None = None, metrics: bool | None = None,
+                workers: int | None = None) -> int:
     """A proxy like the all-in-one's, with or without ``iostack`` and the cache (its config).
 
     ``metrics`` keeps the metric middleware; by default it goes with ``iostack``, so a
-    proxy without ``iostack`` is plain Swift.
+    proxy without ``iostack`` is plain Swift. Its copy of the policies is a file of its
+    own; ``workers`` replaces the all-in-one's worker count.
     """
     swift_dir = Path(info["swift_dir"])
     conf = ConfigParser(interpolation=None)
@@ -298,6 +300,11 @@ def start_proxy(info: dict, manager: ProcessManager, name: str, iostack: bool = 
             "redis_url": conf["filter:iostack"]["redis_url"],
             "key_prefix": conf["filter:iostack"]["key_prefix"]}
     conf["pipeline:main"]["pipeline"] = " ".join(pipeline)
+    for section in conf.sections():
+        if "policy_snapshot" in conf[section]:
+            conf[section]["policy_snapshot"] = str(swift_dir / f"{name}-policy.json")
+    if workers is not None:
+        conf["DEFAULT"]["workers"] = str(workers)
     port = free_port()
     conf["DEFAULT"]["bind_port"] = str(port)
     path = swift_dir / f"{name}.conf"

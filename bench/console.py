@@ -29,12 +29,12 @@ import types
 import uuid
 from pathlib import Path
 
-import redis
 from common import Client, auth, group_cpu_seconds, print_table, stack
 
 from iostack.aio.processes import ProcessManager
 from iostack.controller.api import create_app
 from iostack.monitoring.aggregator import Aggregator
+from iostack.policy.connection import connect
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu",
@@ -111,7 +111,7 @@ def server_time(info: dict, repeat: int) -> list[list]:
                          f"{size / 1024:.0f} KiB"])
         return rows
     finally:
-        client_ = redis.Redis.from_url(info["redis_url"])
+        client_ = connect(info["redis_url"])
         for key in client_.scan_iter(prefix + "*"):
             client_.delete(key)
 

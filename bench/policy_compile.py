@@ -12,9 +12,10 @@ through each stage in turn, every repetition:
   units, ranges), parse+check+compile (rules and conflict checks);
 - submit: one atomic ``PolicyStore.submit`` of all of them into Redis.
 
-Explain, with those policies stored: ``PolicyStore.explain`` (one Lua round
-trip plus ``resolve``), the data-path reader on a cache miss and on a hit,
-against a Redis ``PING`` round trip measured alongside. Medians over the
+Explain, with those policies stored: ``PolicyStore.explain`` (a version
+check, one round trip, plus ``resolve``), the data-path reader reading the
+whole state (what each policy change costs every worker) and answering a
+lookup from its local copy, against a Redis ``PING`` round trip measured alongside. Medians over the
 repetitions; Redis is the all-in-one's (``make run``'s, or a private one
 started for the run) unless ``--redis-url`` is given; keys live under a
 private prefix deleted at the end.
@@ -43,6 +44,7 @@ from iostack.controller.store import PolicyStore
 from iostack.dsl.checker import check
 from iostack.dsl.lexer import tokenize
 from iostack.dsl.parser import parse
+from iostack.policy.connection import connect
 from iostack.policy.keys import KeySpace
 from iostack.policy.reader import PolicyReader
 from iostack.policy.resolve import RequestInfo
@@ -100,7 +102,7 @@ def main() -> int:
 
     text = generate(args.policies)
     with (nullcontext({"redis_url": args.redis_url}) if args.redis_url else stack()) as info:
-        client = redis.Redis.from_url(info["redis_url"], decode_responses=True)
+        client = connect(info["redis_url"], decode_responses=True)
         keys = KeySpace(f"iostack-bench-{uuid.uuid4().hex[:8]}:")
         try:
             run(args, text, client, keys, info["redis_url"])
@@ -150,25 +152,20 @@ def run(args, text: str, client: redis.Redis, keys: KeySpace, redis_url: str) ->
                   f"{statistics.median(s) / base:.1f}"] for name, s in samples.items()])
 
     reader = PolicyReader(redis_url, prefix=keys.prefix)
-    reader.wait_subscribed(5)
+    reader.refresh()
     requests = [RequestInfo.from_path("PUT", f"/v1/AUTH_t{i % TENANTS}/c{i}/o{i}.csv", size=1 << 21)
                 for i in range(0, args.policies, 7)]
     rng = random.Random(3)
-    rows = {"Redis PING round trip (baseline)": [], "explain (Lua + resolve)": [],
-            "reader, cache miss": [], "reader, cache hit (resolve only)": []}
+    rows = {"Redis PING round trip (baseline)": [], "explain (version check + resolve)": [],
+            "reader, reading the whole state (each change)": [],
+            "reader, lookup + resolve (local copy)": []}
     for _ in range(args.repeat):
         rows["Redis PING round trip (baseline)"].append(latency(client.ping, args.explains))
-        rows["explain (Lua + resolve)"].append(
+        rows["explain (version check + resolve)"].append(
             latency(lambda: store.explain(rng.choice(requests)), args.explains))
-
-        def miss():
-            reader.invalidate()
-            reader.resolve(rng.choice(requests))
-
-        rows["reader, cache miss"].append(latency(miss, args.explains))
-        for request in requests:  # warm the cache for every request of the mix
-            reader.resolve(request)
-        rows["reader, cache hit (resolve only)"].append(
+        rows["reader, reading the whole state (each change)"].append(
+            latency(reader.read_state, max(1, args.explains // 10)))
+        rows["reader, lookup + resolve (local copy)"].append(
             latency(lambda: reader.resolve(rng.choice(requests)), args.explains))
     reader.close()
     ping = statistics.median(rows["Redis PING round trip (baseline)"])

@@ -17,8 +17,10 @@ GUEST = ("guest", "guest")
 def redis_answers(url: str) -> bool:
     import redis
 
+    from iostack.policy.connection import connect
+
     try:
-        return bool(redis.Redis.from_url(url, socket_timeout=1, socket_connect_timeout=1).ping())
+        return bool(connect(url, socket_timeout=1, socket_connect_timeout=1).ping())
     except (redis.RedisError, OSError):
         return False
 

@@ -26,6 +26,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -183,11 +184,29 @@ class Policies:
     def add(self, text: str) -> list[str]:
         ids = [p["id"] for p in self.client.add_policies(text)["policies"]]
         self.ids += ids
+        self.wait_enforced()
         return ids
 
     def remove(self, pid: str) -> None:
         self.client.delete_policy(pid)
         self.ids.remove(pid)
+        self.wait_enforced()
+
+    def wait_enforced(self, timeout: float = 10) -> None:
+        """Until every proxy worker that reports a version enforces the store's (a change
+        reaches workers asynchronously, within a second)."""
+        status = self.client.policy_status()
+        target = status["version"]
+
+        def behind() -> list[str]:
+            return [f"{w['proxy']}/{w['pid']}" for w in status["workers"]
+                    if not w["silent"] and (w["version"] or 0) < target]
+
+        deadline = time.monotonic() + timeout
+        while behind():
+            assert time.monotonic() < deadline, f"workers behind version {target}: {behind()}"
+            time.sleep(0.02)
+            status = self.client.policy_status()
 
     def cleanup(self) -> None:
         for pid in list(self.ids):

@@ -43,6 +43,7 @@ from iostack.aio.services import (
 from iostack.aio.state import write_private_json
 from iostack.aio.swift import DAEMONS, SERVERS, SwiftLayout, tenant_account, tenant_user
 from iostack.endpoints import AIO_INFO_FILE
+from iostack.policy.connection import connect
 from iostack.storlet_runtime.cgroups import CGROUP_FS
 from iostack.storlet_runtime.swift_conf import gateway_conf_path
 
@@ -440,7 +441,7 @@ def describe_endpoints(info: dict[str, Any], tgtd_up: bool,
 def purge_namespace(redis_url: str, key_prefix: str) -> int:
     """Delete every Redis key under ``key_prefix``; return how many (0 if Redis is gone)."""
     try:
-        client = redis.Redis.from_url(redis_url, socket_timeout=5)
+        client = connect(redis_url, socket_timeout=5)
         deleted = 0
         batch: list[bytes] = []
         # Namespaces hold no glob characters (AioConfig checks them).

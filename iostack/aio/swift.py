@@ -218,7 +218,7 @@ class SwiftLayout:
         conf = ConfigParser(interpolation=None)
         conf["DEFAULT"] = self._defaults(server)
         if _kind(server) == "proxy":
-            self._proxy_sections(conf)
+            self._proxy_sections(conf, server)
             return conf
         # Storlets and record selection see what the IOStack object layer decodes,
         # never stored bytes.
@@ -242,7 +242,10 @@ class SwiftLayout:
         conf["filter:recon"] = {"use": "egg:swift#recon"}
         return conf
 
-    def _proxy_sections(self, conf: ConfigParser) -> None:
+    def _proxy_sections(self, conf: ConfigParser, server: str) -> None:
+        # The middlewares of a worker share one policy reader: the same settings for all.
+        reader = {"redis_url": self.redis_url, "key_prefix": self.config.key_prefix,
+                  "policy_snapshot": str(self.config.state_dir / "policy" / f"{server}.json")}
         conf["pipeline:main"] = {"pipeline": " ".join(PROXY_PIPELINE)}
         conf["app:proxy-server"] = {
             "use": "egg:swift#proxy",
@@ -259,27 +262,18 @@ class SwiftLayout:
         conf["filter:tempauth"] = tempauth
         conf["filter:s3api"] = {"use": "egg:swift#s3api", "location": "us-east-1"}
         conf["filter:iostack"] = {
-            "use": "egg:iostack#iostack_proxy",
-            "redis_url": self.redis_url,
-            "key_prefix": self.config.key_prefix,
-            "key_file": str(self.key_file),
+            "use": "egg:iostack#iostack_proxy", **reader, "key_file": str(self.key_file),
         }
         conf["filter:iostack_metrics"] = self._metrics_section("proxy")
         conf["filter:iostack_qos"] = {
             "use": "egg:iostack#iostack_qos", "amqp_url": self.amqp_url,
-            "namespace": self.config.namespace, "redis_url": self.redis_url,
-            "key_prefix": self.config.key_prefix,
+            "namespace": self.config.namespace, **reader,
         }
-        conf["filter:iostack_select"] = {
-            "use": "egg:iostack#iostack_select", "redis_url": self.redis_url,
-            "key_prefix": self.config.key_prefix,
-        }
+        conf["filter:iostack_select"] = {"use": "egg:iostack#iostack_select", **reader}
         conf["filter:iostack_cache"] = {
             "use": "egg:iostack#iostack_cache",
             "cache_dir": str(self.config.state_dir / "proxy-cache"),
-            "cache_size": str(PROXY_CACHE_SIZE),
-            "redis_url": self.redis_url,
-            "key_prefix": self.config.key_prefix,
+            "cache_size": str(PROXY_CACHE_SIZE), **reader,
         }
         conf["filter:storlet_handler"] = storlet_conf.filter_section(
             self.swift_dir, "proxy", RESELLER_PREFIX.rstrip("_"))

@@ -124,6 +124,11 @@ def policy_explain(client: ControllerClient, args) -> Any:
     return result if args.json else print(fmt.explain_view(result, title))
 
 
+def policy_status(client: ControllerClient, args) -> Any:
+    result = client.policy_status()
+    return result if args.json else print(fmt.policy_status_view(result))
+
+
 def policy_history(client: ControllerClient, args) -> Any:
     result = client.history(args.limit)
     return result if args.json else print(fmt.history_table(result))
@@ -327,6 +332,8 @@ def register(subparsers: argparse._SubParsersAction) -> dict[str, argparse._SubP
     _verb(policy, "rm", policy_rm, "remove policies", common).add_argument("ids", nargs="+")
     _verb(policy, "tenant", policy_tenant, "policies that apply to an account",
           common).add_argument("account")
+    _verb(policy, "status", policy_status,
+          "the version each proxy worker enforces, and who is behind", common)
     history = _verb(policy, "history", policy_history, "every policy change, newest first",
                     common)
     history.add_argument("--limit", type=int, help="only the last N changes")

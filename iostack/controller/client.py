@@ -94,6 +94,9 @@ class ControllerClient:
     def delete_policy(self, pid: str) -> dict[str, Any]:
         return self.request("DELETE", f"/policies/{quote(pid, safe='')}")
 
+    def policy_status(self) -> dict[str, Any]:
+        return self.request("GET", "/policies/status")
+
     def history(self, limit: int | None = None) -> dict[str, Any]:
         return self.request("GET", "/policies/history", query={"limit": limit} if limit else None)
 

@@ -261,3 +261,16 @@ def qos_view(result: dict[str, Any]) -> str:
                      "share spare capacity)")
     return f"capacity: {capacity}\n" + table(["SCOPE", "DIR", "TARGET", "ASSIGNED", "ACHIEVED"],
                                              rows)
+
+
+def policy_status_view(status: dict[str, Any]) -> str:
+    """Per proxy worker: the policy version it enforces, since when, and who is behind."""
+    rows = [[w["proxy"], w["pid"], "-" if w["version"] is None else w["version"],
+             "-" if w["age"] is None else f"{w['age']:.0f}s",
+             "silent" if w["silent"] else "behind" if w["behind"] else "current",
+             f"{w['reported_ago']:.0f}s ago"] for w in status["workers"]]
+    head = f"store version {status['version']}: " + (
+        "every reporting worker enforces it" if status["converged"]
+        else f"{len(status['behind'])} worker(s) behind" if status["behind"]
+        else "no worker reports")
+    return "\n".join([head, table(["proxy", "pid", "version", "age", "state", "reported"], rows)])

@@ -1,22 +1,27 @@
 """The policy store's guardian: a journal of the namespace, and its restoration.
 
-The data path refuses writes when the policy store has no ``marker`` key
-(``iostack.policy.reader``): a flushed Redis, or one restarted without
-persistence, holds no rules, and reading that as "no policy" would store
-tenants' objects unfiltered. The controller makes such a store whole again:
+Nodes enforce from their own copies of the policy state and apply only
+higher versions from a marked store (``iostack.policy.reader``): a flushed
+Redis, one restarted without persistence, or one rolled back to an older
+state (an old backup, an AOF ``everysec`` loss) stops policy changes from
+reaching them. The controller makes such a store whole again:
 
 - **Journal.** Whenever the store's ``version`` moved (every change bumps
   it) and the marker is there, every key of the namespace is read in one
   transaction and written to ``<state_dir>/policy-store.json`` (0600,
-  replaced atomically). Keys with a time to live (transient state) are left
-  out. Values stay JSON strings as stored; nothing is evaluated.
-- **Restore.** When the marker is missing and a journal exists, its keys are
-  written back in one ``MULTI`` together with the marker and an invalidation
-  announcement, so proxies drop their caches and accept writes again, all
-  within ``interval`` of Redis answering. A journal that cannot be used
-  (another format or prefix) leaves the store unmarked: writes keep failing
-  and the controller logs why, until an administrator restores the store or
-  removes the journal.
+  fsynced, replaced atomically). Keys with a time to live (transient state)
+  are left out. Values stay JSON strings as stored; nothing is evaluated.
+  The journal also records ``highest``, the highest version this
+  controller ever saw committed, in the store or enforced by a proxy worker
+  (``iostack.controller.convergence``).
+- **Restore.** When the marker is missing, or the store's version is below
+  ``highest`` (rolled back: never accepted), the journal's keys are written
+  back in one ``MULTI`` (keys it does not hold are deleted) together with
+  the marker, a version above ``highest`` and an invalidation announcement,
+  so every node applies the restored state, all within ``interval`` of
+  Redis answering. A journal that cannot be used (another format or prefix)
+  leaves the store as it is and the controller logs why, until an
+  administrator restores the store or removes the journal.
 - **A new store.** Only a controller with no journal at all marks an unmarked
   store (``may_mark_new_store``): that is a first set-up. A store lost
   together with its journal is indistinguishable from a new one; keep the
@@ -39,16 +44,13 @@ from typing import Any
 
 import redis
 
+from iostack.controller.convergence import forget_gone, worker_reports
 from iostack.policy.changes import announce
-from iostack.policy.keys import KeySpace
+from iostack.policy.keys import KeySpace, glob_escape
 
 LOG = logging.getLogger(__name__)
 JOURNAL_FILE = "policy-store.json"
 JOURNAL_FORMAT = 1
-
-
-def _glob_escape(text: str) -> str:
-    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
 
 
 class StoreGuardian:
@@ -59,21 +61,42 @@ class StoreGuardian:
         self.journal = Path(journal)
         self.interval = interval
         self._journaled_version: str | None = None
+        # The highest version ever committed, as far as this controller knows: the
+        # journal's, and every version the store showed since.
+        self.highest = self._journal_highest()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="iostack-guardian", daemon=True)
 
     # -- one step ----------------------------------------------------------------
     def tick(self) -> str:
-        """Journal a changed store, or restore an unmarked one; what was done."""
+        """Journal a changed store, or restore an unmarked or rolled-back one; what was done."""
         marker, version = self.redis.mget(self.keys.marker, self.keys.version)
         if not marker:
             return "restored" if self.restore_if_unmarked() else "unmarked"
-        if version == self._journaled_version:
+        number = int(version or 0)
+        # A version some node enforces was committed, even if no journal caught it.
+        reports = worker_reports(self.redis, self.keys)
+        forget_gone(self.redis, self.keys, reports)
+        reported = [r.get("version") for r in reports.values()]
+        self.highest = max([self.highest, *(v for v in reported if isinstance(v, int))])
+        if number < self.highest:
+            return "restored" if self.restore(
+                f"is at version {number}, older than version {self.highest} committed "
+                "before (rolled back: an old backup, or writes lost in a crash)") else "behind"
+        self.highest = number
+        if _s(version) == self._journaled_version:
             return "unchanged"
         return "journaled" if self.write_journal() else "unchanged"
 
+    def _journal_highest(self) -> int:
+        try:
+            document = json.loads(self.journal.read_text(encoding="utf-8"))
+            return max(int(document.get("version") or 0), int(document.get("highest", 0)))
+        except (OSError, ValueError, TypeError, AttributeError):
+            return 0
+
     def write_journal(self) -> bool:
-        names = list(self.redis.scan_iter(match=_glob_escape(self.keys.prefix) + "*", count=500))
+        names = list(self.redis.scan_iter(match=glob_escape(self.keys.prefix) + "*", count=500))
         with self.redis.pipeline(transaction=True) as pipe:
             pipe.get(self.keys.marker)
             pipe.get(self.keys.version)
@@ -97,43 +120,69 @@ class StoreGuardian:
             return False  # changed under us: the next tick journals the newer store
         data = {name: _plain(kind, value)
                 for (name, kind), value in zip(kinds.items(), values, strict=False)}
+        self.highest = max(self.highest, int(version or 0))
         document = {"format": JOURNAL_FORMAT, "prefix": self.keys.prefix,
-                    "version": _s(version), "keys": {n: {"type": kinds[n], "value": v}
-                                                     for n, v in data.items()}}
+                    "version": _s(version), "highest": self.highest,
+                    "keys": {n: {"type": kinds[n], "value": v} for n, v in data.items()}}
         self.journal.parent.mkdir(parents=True, exist_ok=True)
         partial = self.journal.with_suffix(".tmp")
         fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(document, f)
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(partial, self.journal)
-        self._journaled_version = version
+        self._journaled_version = _s(version)
         return True
 
     def restore_if_unmarked(self) -> bool:
         """Refill an unmarked store from the journal; False when there is none to use."""
         if self.redis.exists(self.keys.marker):
             return False
+        return self.restore("had lost its marker (flushed or restarted empty)")
+
+    def restore(self, why: str) -> bool:
+        """Make the store the journal's copy, atomically; False when there is none to use.
+
+        Keys of the namespace the journal does not hold (say, rules of a policy
+        removed after an old backup was taken) are deleted; transient keys
+        (with a time to live) are left alone. The version ends above every
+        version committed before (``highest``), so every node applies the
+        restored state, even one that held a version the store lost.
+        """
         try:
             document = json.loads(self.journal.read_text(encoding="utf-8"))
         except FileNotFoundError:
-            LOG.error("the policy store %s has no marker and there is no journal (%s): "
-                      "writes stay refused until an administrator sets it up again",
-                      self.keys.prefix, self.journal)
+            LOG.error("the policy store %s %s, and there is no journal (%s): nodes keep "
+                      "their copies and policy changes do not reach them until an "
+                      "administrator sets it up again", self.keys.prefix, why, self.journal)
             return False
         if document.get("format") != JOURNAL_FORMAT or document.get("prefix") != self.keys.prefix:
             LOG.error("journal %s is not for %s: not restored", self.journal, self.keys.prefix)
             return False
         entries = document["keys"]
+        present = list(self.redis.scan_iter(match=glob_escape(self.keys.prefix) + "*",
+                                            count=500))
+        with self.redis.pipeline(transaction=False) as pipe:
+            for name in present:
+                pipe.pttl(name)
+            stale = [name for name, ttl in zip(present, pipe.execute(), strict=True)
+                     if ttl == -1 and _s(name) not in entries]
+        version = max(int(document.get("version") or 0), self.highest)
         with self.redis.pipeline(transaction=True) as pipe:
+            if stale:
+                pipe.delete(*stale)
             for name, entry in entries.items():
                 if not name.startswith(self.keys.prefix) or entry["type"] not in _WRITERS:
                     continue
                 pipe.delete(name)
                 _WRITERS[entry["type"]](pipe, name, entry["value"])
+            pipe.set(self.keys.version, version)
             announce(pipe, self.keys)
             pipe.execute()
-        LOG.warning("the policy store %s had lost its marker (flushed or restarted empty): "
-                    "restored %d keys from %s", self.keys.prefix, len(entries), self.journal)
+        self.highest = version + 1
+        LOG.warning("the policy store %s %s: restored %d keys from %s, now at version %d",
+                    self.keys.prefix, why, len(entries), self.journal, version + 1)
         return True
 
     def may_mark_new_store(self) -> bool:

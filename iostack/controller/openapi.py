@@ -48,6 +48,9 @@ def openapi_document() -> dict[str, Any]:
                         [{"name": "dry_run", "in": "query", "schema": {"type": "boolean"}}]),
         },
         "/v1/policies/validate": {"post": _op("Check policy text; changes nothing", body=_TEXT)},
+        "/v1/policies/status": {"get": _op(
+            "The store's policy version and, per proxy worker, the version it enforces, "
+            "since when, and who is behind (admin)")},
         "/v1/policies/history": {"get": _op(
             "Policy changes, newest first: who, when, op, policies added and removed (admin)",
             params=[{"name": "limit", "in": "query", "schema": {"type": "integer"}}])},

@@ -63,7 +63,7 @@ class PolicyStore:
         self.redis = client
         self.keys = keys
         self.registries = registries
-        self._reader = PolicyReader(prefix=keys.prefix, subscribe=False, client=client)
+        self._reader = PolicyReader(prefix=keys.prefix, live=True, client=client)
         self.history = PolicyHistory(client, keys)
 
     # -- submission -------------------------------------------------------------

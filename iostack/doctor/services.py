@@ -3,8 +3,8 @@
 - **Redis** (each policy store: URL and key prefix): answers with the
   URL's credentials (wrong ones are told apart from an unreachable server);
   refuses a client without them (``redis_open_door``); holds the store's
-  ``marker``, without which every write under a byte-changing policy is
-  refused (503, ``docs/datapath.md``); keeps its data across a restart
+  ``marker``, without which proxies apply no policy change (they keep their
+  copies; one that holds none refuses writes, ``docs/datapath.md``); keeps its data across a restart
   (``appendonly`` or save points; a warning otherwise).
 - **RabbitMQ** (each URL of ``iostack_metrics`` and ``iostack_qos``):
   accepts the URL's user on its vhost, and refuses ``guest``/``guest``
@@ -13,7 +13,8 @@
   Redis included), accepts the token as an administrator's, its metric
   consumer is connected to RabbitMQ, and it has heard from the proxies
   checked (a worker publishes after its first tenant request, so a quiet
-  proxy is a warning, not an error).
+  proxy is a warning, not an error); every proxy worker that reports its
+  policy version enforces the store's (a warning names those behind).
 
 A service that lets anyone in is an error unless the operator allowed it
 (``--allow-unauthenticated-services``): then a warning.
@@ -31,6 +32,7 @@ from iostack.controller.client import ControllerClient, ControllerError
 from iostack.doctor import Finding, error, ok, warning
 from iostack.doctor.pipelines import ServiceUse
 from iostack.monitoring.bus import connection_parameters
+from iostack.policy.connection import connect
 from iostack.policy.keys import KeySpace
 from iostack.service_probes import amqp_open_door, redact, redis_open_door
 
@@ -53,8 +55,8 @@ def check_redis(use: ServiceUse, allow_unauthenticated: bool = False) -> list[Fi
     where = f"Redis {redact(use.url)} (prefix {use.key_prefix}, {_used_by(use)})"
     lock = ("give Redis a password (requirepass, or an ACL user) and put it in every "
             "redis_url: redis://:PASSWORD@HOST:PORT/DB")
-    client = redis.Redis.from_url(use.url, socket_timeout=TIMEOUT,
-                                  socket_connect_timeout=TIMEOUT, decode_responses=True)
+    client = connect(use.url, socket_timeout=TIMEOUT, socket_connect_timeout=TIMEOUT,
+                     decode_responses=True)
     try:
         try:
             client.ping()
@@ -98,11 +100,36 @@ def _marker(where: str, client: redis.Redis, keys: KeySpace) -> list[Finding]:
                       "give the proxies' Redis user read access to the key prefix")]
     if not marker:
         return [error(
-            where, f"the policy store has no marker ({keys.marker}): proxies refuse every "
-                   "write under a byte-changing policy (503), since the rules may be lost",
+            where, f"the policy store has no marker ({keys.marker}): proxies apply no policy "
+                   "change from it (they keep their copies; one holding none refuses writes)",
             "start the controller on this Redis and key_prefix: it sets the namespace up, "
             "or restores it from <state_dir>/policy-store.json (docs/deploy.md)")]
     return [ok(where, f"policy store marked (version {version or 0})")]
+
+
+def _policy_versions(where: str, client: ControllerClient) -> list[Finding]:
+    """Whether every proxy worker enforces the store's policy version (``policy status``)."""
+    try:
+        status = client.policy_status()
+    except ControllerError as exc:
+        return [warning(where, f"policy versions not available ({exc.status}): {exc}",
+                        "upgrade the controller")]
+    findings = []
+    if status["behind"]:
+        findings.append(warning(
+            where, f"{len(status['behind'])} proxy worker(s) enforce an older policy version "
+                   f"than the store's {status['version']}: {', '.join(status['behind'])}",
+            "check that those proxies reach Redis (iostack policy status); they keep "
+            "enforcing the version they hold"))
+    if status["silent"]:
+        findings.append(warning(
+            where, f"proxy worker(s) stopped reporting their policy version: "
+                   f"{', '.join(status['silent'])}",
+            "a stopped worker can be ignored; a running one cannot reach Redis"))
+    if status["converged"]:
+        findings.append(ok(where, f"every reporting proxy worker enforces policy version "
+                                  f"{status['version']}"))
+    return findings
 
 
 def check_amqp(use: ServiceUse, allow_unauthenticated: bool = False) -> list[Finding]:
@@ -154,6 +181,7 @@ def check_controller(url: str, token: str | None,
                                    "run the controller with its metric loop "
                                    "(python -m iostack.controller.server)")]
     findings.append(ok(where, "accepts the token as an administrator's"))
+    findings += _policy_versions(where, client)
     if not status.get("connected"):
         findings.append(error(
             where, "its metric consumer is not connected to RabbitMQ: dynamic policies "

@@ -8,8 +8,14 @@ them on every request. Both import this package and nothing of each other:
 - ``resolve``: the compiled-rule format as the data path reads it (``Level``,
   ``RequestInfo``) and the resolution of a request's rules into an ordered
   filter pipeline (``Resolution``), for objects and for volumes;
-- ``reader``: the data path's reader, one Redis round trip per cache miss, a
-  bounded cache, fail-closed ``PolicyStoreUnavailable``;
+- ``reader``: the data path's reader: every lookup answered from a local,
+  versioned copy of the policy state kept current in the background, so no
+  request waits for Redis; ``PolicyStoreUnavailable`` only on a node that
+  never held a version;
+- ``snapshot``: that copy: read whole from Redis in one Lua call, and kept
+  on the node's disk (checksummed, replaced atomically);
+- ``connection``: ``connect(url)`` for every Redis client (``redis://``,
+  ``rediss://``, ``redis+sentinel://``), with bounded timeouts;
 - ``changes``: how a change reaches every cache (the controller's ``announce``,
   the data path's ``Subscription``);
 - ``view``: one view of a Swift request (decoded names, the containers whose

@@ -4,10 +4,11 @@ The controller writes a change and ``announce``s it in the same MULTI: the
 ``version`` key is bumped and ``changed`` is published on ``<prefix>invalidate``.
 
 The data path listens with a ``Subscription``, a Redis pub/sub subscription
-kept alive in a background thread. Data-path caches (the policy reader, the
-proxy cache) trust what they hold only while they are subscribed to their
-invalidation channel: a message missed while the connection was down could
-mean a stale answer. ``Subscription`` owns that loop once for all of them: it
+kept alive in a background thread. The proxy cache trusts what it holds only
+while it is subscribed to its invalidation channel (a message missed while
+the connection was down could mean a stale answer); the policy reader reads
+the whole state again on every message and every re-subscription, and keeps
+enforcing its copy meanwhile. ``Subscription`` owns that loop once for all of them: it
 subscribes, calls ``on_subscribed`` (whatever was cached before may have
 missed messages), delivers every message to ``on_message``, and on any loss
 calls ``on_lost``, then reconnects with exponential backoff (0.1 s up to
@@ -70,10 +71,10 @@ class Subscription:
                     if message is not None and message.get("type") == "message":
                         self.on_message(message["data"])
             except (redis.RedisError, OSError) as exc:
-                LOG.warning("%s: channel %s lost (%s); its cache is bypassed",
-                            self.name, self.channel, exc)
+                LOG.warning("%s: channel %s lost (%s); reconnecting", self.name, self.channel,
+                            exc)
             except Exception:  # the listener must survive a bad callback
-                LOG.exception("%s: listener failed; its cache is bypassed", self.name)
+                LOG.exception("%s: listener failed; reconnecting", self.name)
             finally:
                 self._active.clear()
                 self.on_lost()

@@ -21,7 +21,9 @@ key (after the prefix)                type     value
 ``version``                           string   bumped by every change (INCR)
 ``marker``                            string   the store's epoch, set by the controller that
                                                set the namespace up (or restored it); without
-                                               it the data path refuses writes (503)
+                                               it nodes apply nothing from the store
+``policy_nodes``                      hash     ``<proxy>/<pid>`` -> the policy version that
+                                               worker enforces (``iostack.policy.reader``)
 ``actors``                            hash     policy id -> its actor's state JSON
 ``qos``                               hash     bandwidth scope -> SLO, assigned vs achieved
 ``qos:bucket:<direction>:<scope>``    hash     the scope's shared token bucket (``tokens``,
@@ -48,6 +50,11 @@ DEFAULT_PREFIX = "iostack:"
 LEVELS = ("global", "group", "tenant", "container", "object", "volume", "storage_group")
 
 
+def glob_escape(text: str) -> str:
+    """``text`` as a literal in a Redis MATCH pattern (a prefix may hold ``*?[]``)."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
+
+
 class KeySpace:
     """Key names under one prefix."""
 
@@ -66,6 +73,7 @@ class KeySpace:
         self.version = prefix + "version"
         self.marker = prefix + "marker"
         self.actors = prefix + "actors"
+        self.policy_nodes = prefix + "policy_nodes"
         self.qos = prefix + "qos"
         self.invalidate = prefix + "invalidate"
         self.cache_invalidate = prefix + "cache:invalidate"

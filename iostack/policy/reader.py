@@ -1,168 +1,116 @@
-"""Data-path access to policies: one Redis round trip per cache miss, pub/sub invalidation.
+"""Data-path access to policies: enforce from a local copy, kept current in the background.
 
 The Swift middleware builds a ``RequestInfo`` for each request and calls
 ``PolicyReader.resolve(request)``, which returns the ordered pipeline (filter,
 params, stage, sandboxed) computed by ``resolve.resolve``, the same code the
 controller's ``explain`` runs.
 
-- One round trip: a Lua script (``SNAPSHOT_LUA``) reads the rules of every
-  level that concerns the request (global, the tenant's groups, the tenant,
-  ``*/container``, the container, the object when the container has object
-  rules), plus the filter metadata and object types when the reader has not
-  cached them.
-- Cache: per (account, containers of ``policy_paths``), or per object for
-  containers with object-level rules (a container's entry never answers for
-  such an object), bounded LRU, entries expire after ``max_age`` seconds as
-  a safety net.
-- Fail closed: a store that cannot be read, or has no ``marker`` key (flushed,
-  restarted empty), raises ``PolicyStoreUnavailable``; the callers decide
-  (writes answer 503, selection and QoS fail open).
-- Invalidation: every controller change publishes on ``<prefix>invalidate``;
-  a background thread drops the whole cache on each message (changes are
-  rare, requests many). While the subscription is down the cache is bypassed,
-  so a reader never serves rules older than the last message it could miss.
+- **Local copy.** The reader holds the whole compiled policy state of the
+  store (``iostack.policy.snapshot.PolicyState``), one version of it, and
+  answers every lookup from memory: no request waits for Redis, so a store
+  that is down, hung (``CLIENT PAUSE``), restarting, flushed or failing
+  over costs tenants nothing. Only policy *changes* wait for it.
+- **Kept current** by the change stream (``<prefix>invalidate``: every
+  message, and every re-subscription, reads the state again) and by a poll
+  of the ``version`` key every ``poll_interval`` seconds, which catches a
+  message lost while a connection was being replaced. Both run in
+  background threads.
+- **Only forward.** A state is applied only if its version is higher than
+  the one held. A store without its marker (flushed, restarted empty) or
+  older than the copy (rolled back) is not applied: the node keeps
+  enforcing what it holds, logs it, and reports the store's version next to
+  its own (``stats``); the controller's guardian restores such a store.
+- **Persisted** (``snapshot``: a file path): each applied version is written
+  to the node's disk (``SnapshotFile``: 0600, checksummed, replaced
+  atomically) and read back when the reader starts, so a proxy restarted
+  while the store is down enforces the last version it saw.
+- **Fail closed** only when enforcement is unknown: a node that has never
+  held a valid version (no usable file, and the store unreadable or
+  unmarked) raises ``PolicyStoreUnavailable`` naming the cause; the callers
+  decide (writes answer 503, selection and QoS fail open). Such a node asks
+  the store again at most once a second (``RETRY_AFTER``), within the
+  store's timeout (``iostack.policy.connection``).
 
-Config (the middlewares' ``[filter:...]``, read by
-``iostack.swift_middleware.shared_reader``): ``redis_url``, ``key_prefix``
-(``iostack:``), ``policy_cache_size`` (10000 entries),
-``policy_cache_max_age`` (30 s).
+With ``live=True`` (the controller's ``explain`` and tests) there is no
+background thread, copy or file: each lookup checks the store's version
+(one round trip) and reads the state again when it changed; an unreadable
+or unmarked store raises ``PolicyStoreUnavailable``.
+
+- **Reported.** A reader given a ``node`` name (its proxy's address) writes
+  what it enforces to ``<prefix>policy_nodes`` under ``<node>/<pid>``:
+  version, when it applied it, the store's version it last saw, and when it
+  reported (JSON). It reports after each version it applies and every
+  ``REPORT_EVERY`` seconds, so a store that was flushed learns it again;
+  ``iostack policy status`` and the controller's guardian read it.
+
+Config (middleware, ``iostack.swift_middleware.shared_reader``):
+``redis_url``, ``key_prefix`` (``iostack:``), ``policy_snapshot``
+(the file), ``policy_poll_interval`` (1 s).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
-from collections import OrderedDict
-from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import redis
 
 from iostack.filters.metadata import FilterMetadata
 from iostack.policy.changes import Subscription
+from iostack.policy.connection import connect
 from iostack.policy.keys import DEFAULT_PREFIX, KeySpace
 from iostack.policy.resolve import Level, RequestInfo, Resolution, resolve
+from iostack.policy.snapshot import PolicyState, SnapshotFile, StateScript
 
 LOG = logging.getLogger(__name__)
-
-# KEYS: none (the key names derive from ARGV[1], the prefix; a single Redis, not a cluster).
-# ARGV: prefix, account, JSON list of [container, object] pairs whose rules apply
-# (most general first; "" for none), want vocabulary ("1"/"0")
-SNAPSHOT_LUA = """
-local p, acct = ARGV[1], ARGV[2]
-local groups = redis.call('HGET', p .. 'tenant_groups', acct) or '[]'
-local levels = {'global', '*', redis.call('HGETALL', p .. 'rules:global:*')}
-for _, g in ipairs(cjson.decode(groups)) do
-  table.insert(levels, 'group'); table.insert(levels, g)
-  table.insert(levels, redis.call('HGETALL', p .. 'rules:group:' .. g))
-end
-table.insert(levels, 'tenant'); table.insert(levels, acct)
-table.insert(levels, redis.call('HGETALL', p .. 'rules:tenant:' .. acct))
-local objrules = 0
-for _, pair in ipairs(cjson.decode(ARGV[3])) do
-  local cont, obj = pair[1], pair[2]
-  if cont ~= '' then
-    for _, t in ipairs({'*/' .. cont, acct .. '/' .. cont}) do
-      table.insert(levels, 'container'); table.insert(levels, t)
-      table.insert(levels, redis.call('HGETALL', p .. 'rules:container:' .. t))
-    end
-    local here = redis.call('HEXISTS', p .. 'objrules', acct .. '/' .. cont)
-    if here == 1 then objrules = 1 end
-    if obj ~= '' and here == 1 then
-      local t = acct .. '/' .. cont .. '/' .. obj
-      table.insert(levels, 'object'); table.insert(levels, t)
-      table.insert(levels, redis.call('HGETALL', p .. 'rules:object:' .. t))
-    end
-  end
-end
-local vocab = {}
-if ARGV[4] == '1' then
-  vocab = {redis.call('HGETALL', p .. 'filters'), redis.call('HGETALL', p .. 'object_types')}
-end
-return {redis.call('GET', p .. 'version') or '0', objrules, levels, vocab,
-        redis.call('GET', p .. 'marker') or ''}
-"""
+RETRY_AFTER = 1.0  # seconds between a version-less node's attempts to read the store
+REPORT_EVERY = 5.0  # seconds between a worker's reports of the version it enforces
+UNMARKED = ("the policy store has no marker (flushed, restarted empty, or never set up "
+            "by a controller): its rules cannot be trusted")
 
 
 class PolicyStoreUnavailable(RuntimeError):
-    """The rules cannot be read (Redis unreachable, or its marker missing): nothing
-    that changes stored bytes may proceed without them."""
-
-
-@dataclass
-class Snapshot:
-    """What one round trip returns."""
-
-    version: int
-    object_rules: bool  # a container of the request has object-level rules
-    levels: list[Level]
-    filters: dict[str, FilterMetadata] | None
-    object_types: dict[str, list[str]] | None
-
-
-def _pairs(flat: list[str]) -> dict[str, str]:
-    return dict(zip(flat[::2], flat[1::2], strict=True))
-
-
-def decode_vocab(filters: dict[str, str], object_types: dict[str, str]):
-    return ({n: FilterMetadata.from_json(json.loads(v)) for n, v in filters.items()},
-            {n: json.loads(v) for n, v in object_types.items()})
-
-
-class SnapshotScript:
-    """The registered Lua script (EVALSHA, reloaded by redis-py on NOSCRIPT)."""
-
-    def __init__(self, client: redis.Redis, prefix: str) -> None:
-        self.prefix = prefix
-        self.script = client.register_script(SNAPSHOT_LUA)
-
-    def __call__(self, request: RequestInfo, want_vocab: bool) -> Snapshot:
-        pairs = [[c or "", o or ""] for c, o in request.policy_paths]
-        version, objrules, flat, vocab, marker = self.script(args=[
-            self.prefix, request.account, json.dumps(pairs), "1" if want_vocab else "0"])
-        if not marker:
-            raise PolicyStoreUnavailable(
-                "the policy store has no marker (flushed, restarted empty, or never set up "
-                "by a controller): its rules cannot be trusted")
-        levels = [Level(_s(flat[i]), _s(flat[i + 1]),
-                        tuple(json.loads(v) for v in _pairs([_s(x) for x in flat[i + 2]]).values()))
-                  for i in range(0, len(flat), 3)]
-        filters = object_types = None
-        if vocab:
-            filters, object_types = decode_vocab(_pairs([_s(x) for x in vocab[0]]),
-                                                 _pairs([_s(x) for x in vocab[1]]))
-        return Snapshot(int(version), bool(objrules), levels, filters, object_types)
-
-
-def _s(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
+    """The rules cannot be known (no copy held, and the store unreadable or its marker
+    missing): nothing that changes stored bytes may proceed without them."""
 
 
 class PolicyReader:
-    """Resolve requests against the policies in Redis, with a cache kept fresh by pub/sub."""
+    """Resolve requests against a local copy of the policy state (see the module docstring)."""
 
     def __init__(self, redis_url: str | None = None, prefix: str = DEFAULT_PREFIX,
-                 cache_size: int = 10000, max_age: float = 30.0, subscribe: bool = True,
+                 snapshot: str | Path | None = None, poll_interval: float = 1.0,
+                 live: bool = False, node: str | None = None,
                  client: redis.Redis | None = None) -> None:
         self.keys = KeySpace(prefix)
-        self.redis = client or redis.Redis.from_url(redis_url, socket_timeout=5,
-                                                    health_check_interval=30)
-        self.snapshot = SnapshotScript(self.redis, prefix)
-        self.cache_size = cache_size
-        self.max_age = max_age
-        self._lock = threading.Lock()
-        self._cache: OrderedDict[tuple, tuple[float, bool, list[Level]]] = OrderedDict()
+        self.redis = client or connect(redis_url, health_check_interval=30)
+        self.read_state = StateScript(self.redis, prefix)
+        self.live = live
+        self.node = f"{node}/{os.getpid()}" if node else None
+        self._reported_at = 0.0
+        self.file = SnapshotFile(snapshot, prefix) if snapshot and not live else None
+        self._state: PolicyState | None = self.file.load() if self.file else None
+        self._applied = time.time() if self._state else None
+        self._store_version: int | None = None  # the store's, when last read
+        self._refresh_lock = threading.Lock()
+        self._failed: tuple[float, str] | None = None  # a version-less node's last try
+        self._reported: tuple[str, int] | None = None  # the last refusal logged
         self.lookups = 0  # calls to lookup (one per request on the data path)
-        self.round_trips = 0  # of them, those that went to Redis
-        self._vocab: tuple[dict[str, FilterMetadata], dict[str, list[str]]] | None = None
-        self._generation = 0
-        # Every message drops the whole cache; so do (re)subscribing and losing the
-        # channel, since a message may have been missed in between.
-        self._subscription = Subscription(
-            self.redis, self.keys.invalidate, lambda _data: self.invalidate(),
-            self.invalidate, self.invalidate, "iostack-invalidate") if subscribe else None
+        self.round_trips = 0  # of them, those that had to ask Redis
+        self.loads = 0  # states read from the store
+        self._stop = threading.Event()
+        self._subscription = self._poller = None
+        if not live:
+            self._subscription = Subscription(
+                self.redis, self.keys.invalidate, lambda _data: self._refresh_quietly(),
+                self._refresh_quietly, lambda: None, "iostack-policy")
+            self._poller = threading.Thread(target=self._poll, args=(poll_interval,),
+                                            name="iostack-policy-poll", daemon=True)
+            self._poller.start()
 
     # -- the data path ----------------------------------------------------------
 
@@ -170,76 +118,147 @@ class PolicyReader:
         levels, filters, object_types = self.lookup(request)
         return resolve(request, levels, filters, object_types)
 
-    def lookup(self, request: RequestInfo):
-        """Levels and vocabulary for ``request``, from the cache or one round trip.
+    def lookup(self, request: RequestInfo
+               ) -> tuple[list[Level], dict[str, FilterMetadata], dict[str, list[str]]]:
+        """Levels and vocabulary for ``request``, from the copy held.
 
-        Raises ``PolicyStoreUnavailable`` when Redis cannot be read or has no marker.
+        Raises ``PolicyStoreUnavailable`` when no version is known (see the module docstring).
         """
-        cacheable = self._subscription is not None and self._subscription.active
-        now = time.monotonic()
-        with self._lock:
-            self.lookups += 1
-            generation = self._generation
-            vocab = self._vocab if cacheable else None
-            if cacheable and vocab:
-                hit = self._cached(request, now)
-                if hit is not None:
-                    return hit, vocab[0], vocab[1]
+        self.lookups += 1
+        state = self._live_state() if self.live else self._state or self._first_state()
+        return state.levels(request), state.filters, state.object_types
+
+    @property
+    def version(self) -> int | None:
+        """The version enforced, None before the first."""
+        return self._state.version if self._state else None
+
+    def _first_state(self) -> PolicyState:
+        with self._refresh_lock:
+            if self._state is not None:
+                return self._state
+            if self._failed and time.monotonic() - self._failed[0] < RETRY_AFTER:
+                raise PolicyStoreUnavailable(self._failed[1])
+            self.round_trips += 1
+            try:
+                self._refresh_locked()
+            except redis.RedisError as exc:
+                cause = f"the policy store cannot be read: {exc}"
+            else:
+                if self._state is not None:
+                    return self._state
+                cause = UNMARKED
+            message = f"this node holds no policy version yet, and {cause}"
+            self._failed = (time.monotonic(), message)
+            raise PolicyStoreUnavailable(message)
+
+    def _live_state(self) -> PolicyState:
         try:
-            snap = self.snapshot(request, want_vocab=vocab is None)
+            self.round_trips += 1
+            version = int(self.redis.get(self.keys.version) or 0)
+            if self._state is None or version != self._state.version:
+                self.loads += 1
+                _version, self._state = self.read_state()
         except redis.RedisError as exc:
             raise PolicyStoreUnavailable(f"the policy store cannot be read: {exc}") from None
-        with self._lock:
-            self.round_trips += 1
-        if snap.filters is not None:
-            vocab = (snap.filters, snap.object_types)
-        with self._lock:
-            if cacheable and generation == self._generation:
-                # A message that arrived during the round trip bumped the
-                # generation: the answer may predate it, so it is not kept.
-                self._vocab = vocab
-                self._cache[self._key(request, snap.object_rules)] = (
-                    now, snap.object_rules, snap.levels)
-                while len(self._cache) > self.cache_size:
-                    self._cache.popitem(last=False)
-        return snap.levels, vocab[0], vocab[1]
+        if self._state is None:
+            raise PolicyStoreUnavailable(UNMARKED)
+        return self._state
 
-    def _cached(self, request: RequestInfo, now: float) -> list[Level] | None:
-        # An entry cached without the object part serves an object request only
-        # when none of its containers has object-level rules: a container
-        # listing must never shadow ``FOR OBJECT`` rules.
-        for key, for_object in ((self._key(request, False), False),
-                                (self._key(request, True), True)):
-            hit = self._cache.get(key)
-            if (hit and now - hit[0] < self.max_age
-                    and (for_object or request.obj is None or not hit[1])):
-                self._cache.move_to_end(key)
-                return hit[2]
-        return None
+    # -- keeping the copy current -------------------------------------------------
 
-    @staticmethod
-    def _key(request: RequestInfo, with_object: bool) -> tuple:
-        return (request.account, tuple((c, o if with_object else None)
-                                       for c, o in request.policy_paths))
+    def refresh(self) -> str:
+        """Read the store's state and apply it if newer than the copy.
 
-    def invalidate(self) -> None:
-        with self._lock:
-            self._generation += 1
-            self._cache.clear()
-            self._vocab = None
+        Returns ``applied``, ``current``, ``older`` (a rolled-back store) or
+        ``unmarked``; raises ``redis.RedisError`` when the store cannot be read.
+        """
+        with self._refresh_lock:
+            return self._refresh_locked()
 
-    # -- invalidation -----------------------------------------------------------
+    def _refresh_locked(self) -> str:
+        version, state = self.read_state()
+        self.loads += 1
+        self._store_version = version
+        held = self._state
+        if state is None:
+            return self._refused("unmarked", version)
+        if held is not None and state.version <= held.version:
+            return "current" if state.version == held.version else self._refused("older", version)
+        self._state, self._applied, self._failed = state, time.time(), None
+        if self.file is not None:
+            try:
+                self.file.save(state)
+            except OSError as exc:
+                LOG.error("policy snapshot %s not written (version %d is enforced from "
+                          "memory only): %s", self.file.path, state.version, exc)
+        self._report()
+        return "applied"
+
+    def _report(self) -> None:
+        """Write what this worker enforces to ``policy_nodes`` (see the module docstring)."""
+        if self.node is None:
+            return
+        self._reported_at = time.monotonic()
+        try:
+            self.redis.hset(self.keys.policy_nodes, self.node, json.dumps({
+                "version": self.version, "applied": self._applied,
+                "store_version": self._store_version, "reported": time.time()}))
+        except redis.RedisError as exc:  # the next poll reports again
+            LOG.debug("policy version not reported: %s", exc)
+
+    def _refused(self, why: str, version: int) -> str:
+        if self._reported != (why, version):
+            self._reported = (why, version)
+            held = self.version
+            LOG.warning("policy store %s at version %d is %s: not applied; enforcing version %s",
+                        self.keys.prefix, version,
+                        "unmarked (flushed or restarted empty)" if why == "unmarked"
+                        else "older than this node's copy (rolled back)", held)
+        return why
+
+    def _refresh_quietly(self) -> None:
+        try:
+            self.refresh()
+        except redis.RedisError as exc:
+            LOG.debug("policy store %s unreadable; enforcing version %s: %s",
+                      self.keys.prefix, self.version, exc)
+
+    def _poll(self, interval: float) -> None:
+        while not self._stop.wait(interval):
+            try:
+                version = int(self.redis.get(self.keys.version) or 0)
+            except redis.RedisError:
+                continue
+            except Exception:  # the poller must outlive any one failure
+                LOG.exception("policy poll failed")
+                continue
+            self._store_version = version
+            if self._state is None or version > self._state.version:
+                self._refresh_quietly()
+            elif time.monotonic() - self._reported_at >= REPORT_EVERY:
+                self._report()
+
+    def wait_version(self, version: int, timeout: float = 5.0) -> bool:
+        """Whether the copy reaches ``version`` (or a later one) within ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while (self.version or 0) < version:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return True
 
     def wait_subscribed(self, timeout: float = 5.0) -> bool:
         return self._subscription is not None and self._subscription.wait_active(timeout)
 
     def close(self) -> None:
+        self._stop.set()
         if self._subscription:
             self._subscription.close()
         self.redis.close()
 
     def stats(self) -> dict[str, Any]:
-        with self._lock:
-            return {"entries": len(self._cache), "generation": self._generation,
-                    "lookups": self.lookups, "round_trips": self.round_trips,
-                    "subscribed": bool(self._subscription and self._subscription.active)}
+        return {"version": self.version, "applied": self._applied,
+                "store_version": self._store_version, "lookups": self.lookups,
+                "round_trips": self.round_trips, "loads": self.loads,
+                "subscribed": bool(self._subscription and self._subscription.active)}

@@ -56,12 +56,12 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import eventlet
-import redis
 from swift.common.swob import Response
 from swift.common.utils import config_true_value, get_logger
 
 from iostack.filters.bandwidth import DIRECTIONS, scope_of
 from iostack.monitoring.bus import Consumer, PerWorker, qos_exchange, source_id
+from iostack.policy.connection import connect
 from iostack.policy.reader import PolicyStoreUnavailable
 from iostack.policy.view import RequestView, view_for
 from iostack.swift_middleware.shared_bucket import (
@@ -242,8 +242,7 @@ class QosMiddleware:
         source = source_id("proxy", self.conf)
         store = None
         if self.shared_buckets:
-            client = redis.Redis.from_url(self.reader_settings["redis_url"], socket_timeout=2,
-                                          socket_connect_timeout=1, health_check_interval=30)
+            client = connect(self.reader_settings["redis_url"], health_check_interval=30)
             store = RedisLeases(client, self.reader_settings["prefix"])
         shaper = Shaper(self.burst, store, source, self.logger)
         if self.amqp_url:

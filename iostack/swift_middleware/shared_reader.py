@@ -2,24 +2,31 @@
 
 Every middleware that needs policies (enforcement, caching) asks
 ``shared_reader`` with its config; those pointing at the same Redis and key
-prefix share one reader, hence one cache and one pub/sub subscription. It is
-created on first use, in the worker: Swift forks workers after loading the
-pipeline, and the reader's listener thread must live in the worker.
+prefix share one reader, hence one copy of the policy state and one pub/sub
+subscription. It is created on first use, in the worker: Swift forks workers
+after loading the pipeline, and the reader's threads must live in the worker.
 
-Config options read here: ``redis_url``, ``key_prefix``,
-``policy_cache_size`` (10000), ``policy_cache_max_age`` (30 s).
+Config options read here: ``redis_url``, ``key_prefix``, ``policy_snapshot``
+(the node's copy of the policy state, shared by its workers; by default
+``/var/lib/iostack/policy-<digest>.json``, the digest naming the store's
+address and prefix, so two stacks on one host never share a copy; the
+directory must be writable by the proxy's user) and ``policy_poll_interval``
+(1 s). See ``iostack.policy.reader``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from typing import Any
+from urllib.parse import urlsplit
 
 from iostack.policy.reader import PolicyReader
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 DEFAULT_PREFIX = "iostack:"
+SNAPSHOT_DIR = "/var/lib/iostack"
 
 _readers: dict[tuple[int, str, str], PolicyReader] = {}
 _lock = threading.Lock()
@@ -27,12 +34,25 @@ _lock = threading.Lock()
 
 def reader_settings(conf: dict[str, Any]) -> dict[str, Any]:
     """The reader's settings from a middleware config, parsed once at start-up."""
+    url = conf.get("redis_url", DEFAULT_REDIS_URL)
+    prefix = conf.get("key_prefix", DEFAULT_PREFIX)
     return {
-        "redis_url": conf.get("redis_url", DEFAULT_REDIS_URL),
-        "prefix": conf.get("key_prefix", DEFAULT_PREFIX),
-        "cache_size": int(conf.get("policy_cache_size", 10000)),
-        "max_age": float(conf.get("policy_cache_max_age", 30)),
+        "redis_url": url,
+        "prefix": prefix,
+        "snapshot": conf.get("policy_snapshot") or default_snapshot(url, prefix),
+        "poll_interval": float(conf.get("policy_poll_interval", 1)),
+        # The proxy this worker belongs to, as its metrics name it (``policy status``).
+        "node": f"{conf.get('bind_ip', '0.0.0.0')}:{conf.get('bind_port', '')}",  # noqa: S104
     }
+
+
+def default_snapshot(url: str, prefix: str) -> str:
+    """``SNAPSHOT_DIR/policy-<digest>.json``, the digest of the store's address and prefix
+    (credentials left out: a password change keeps the copy)."""
+    parts = urlsplit(url)
+    where = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+    digest = hashlib.sha256(f"{where}\0{prefix}".encode()).hexdigest()[:16]
+    return f"{SNAPSHOT_DIR}/policy-{digest}.json"
 
 
 def shared_reader(settings: dict[str, Any]) -> PolicyReader:

@@ -17,10 +17,14 @@ from iostack.controller.control_loop import ControlLoop
 from iostack.controller.registry import Registries, RegistryError
 from iostack.controller.store import PolicyStore
 from iostack.dsl.errors import DSLError
+from iostack.policy.connection import connect
 from iostack.policy.keys import KeySpace
 from iostack.policy.reader import PolicyStoreUnavailable
 
 LOG = logging.getLogger(__package__)
+# The control plane waits longer than the data path: a big change or journal read is
+# worth finishing; a hung store still answers 503 within this bound.
+CONTROL_TIMEOUT = 5.0
 SECRET = "***"  # noqa: S105 - the mask shown for secret parameters, not a password
 
 
@@ -29,8 +33,8 @@ class Controller:
 
     def __init__(self, config: dict[str, Any], client: redis.Redis | None = None) -> None:
         self.config = config
-        self.redis = client or redis.Redis.from_url(config["redis_url"], decode_responses=True,
-                                                    socket_timeout=10)
+        self.redis = client or connect(config["redis_url"], decode_responses=True,
+                                       socket_timeout=CONTROL_TIMEOUT)
         self.keys = KeySpace(config.get("key_prefix", "iostack:"))
         self.registries = Registries(self.redis, self.keys, config.get("reseller_prefix", "AUTH_"))
         self.store = PolicyStore(self.redis, self.keys, self.registries)
@@ -54,6 +58,18 @@ def control_loop() -> ControlLoop:
 # -- errors and auth ------------------------------------------------------------
 
 
+def store_error_cause(exc: redis.RedisError) -> str:
+    """Why the store refused or did not answer, in an administrator's words."""
+    if isinstance(exc, redis.ReadOnlyError):
+        return "no writable master (the server reached is a read-only replica; a failover " \
+               "may be under way)"
+    if isinstance(exc, redis.TimeoutError):
+        return f"no answer within the store timeout ({exc})"
+    if isinstance(exc, redis.ConnectionError):
+        return f"cannot connect to the master ({exc})"
+    return str(exc)
+
+
 def error_response(exc: Exception):
     """The JSON answer for any exception a route raises (the app's error handler)."""
     if isinstance(exc, DSLError):
@@ -65,7 +81,8 @@ def error_response(exc: Exception):
         return json_error(exc.code or 500, exc.description or exc.name)
     if isinstance(exc, redis.RedisError):
         LOG.error("policy store unavailable: %s", exc)
-        return json_error(503, "policy store (Redis) unavailable")
+        return json_error(503, f"policy store (Redis) unavailable: {store_error_cause(exc)}; "
+                               "nothing was changed, try again")
     if isinstance(exc, PolicyStoreUnavailable):
         return json_error(503, str(exc))
     LOG.exception("unexpected error")

@@ -1,4 +1,5 @@
-"""``/v1/policies``: add (atomically), validate, list, show and remove policies."""
+"""``/v1/policies``: add (atomically), validate, list, show and remove policies, and
+which version each proxy worker enforces (``/v1/policies/status``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 from flask import Blueprint, jsonify, request
 
 from iostack.controller.api.base import body, ctl, dry_run, field, redact, require_admin
+from iostack.controller.convergence import policy_status
 
 bp = Blueprint("policies", __name__, url_prefix="/policies")
 
@@ -55,6 +57,13 @@ def validate_policies():
     require_admin()
     result = ctl().store.submit(_policy_text(), dry_run=True)
     return jsonify(redact_result(result) | {"valid": True})
+
+
+@bp.get("/status")
+def status():
+    require_admin()
+    controller = ctl()
+    return jsonify(policy_status(controller.redis, controller.keys))
 
 
 @bp.get("/<pid>")

@@ -21,6 +21,7 @@ from iostack.controller import api
 from iostack.controller.actors import metric_target, target_key
 from iostack.controller.auth import AuthError
 from iostack.controller.cli import _size
+from iostack.controller.convergence import policy_status
 from iostack.controller.registry import RegistryError
 from iostack.controller.ui import (
     COOKIE,
@@ -208,10 +209,18 @@ def _check(text: str) -> dict[str, Any]:
             "classes": result["classes"], "lines": marked_source(text, warnings)}
 
 
+def _enforcement() -> dict[str, Any] | None:
+    """Which version each proxy worker enforces (administrators only)."""
+    if not g.principal.admin:
+        return None
+    return policy_status(_ctl().redis, _ctl().keys)
+
+
 @bp.get("/policies")
 def policies():
     return _page("ui/policies.html", "policies", policies=_policies(), check=None,
-                 added=request.args.get("added", ""), removed=request.args.get("removed", ""))
+                 added=request.args.get("added", ""), removed=request.args.get("removed", ""),
+                 enforcement=_enforcement())
 
 
 @bp.post("/policies/check")
@@ -228,7 +237,7 @@ def policies_add():
         result = _ctl().store.submit(text, who=g.principal.name)
     except DSLError:
         return _page("ui/policies.html", "policies", policies=_policies(), check=_check(text),
-                     added="", removed=""), 400
+                     added="", removed="", enforcement=_enforcement()), 400
     ids = ",".join(r["id"] for r in result["policies"])
     return redirect(f"{request.script_root}/ui/policies?added={quote(ids)}", 303)
 

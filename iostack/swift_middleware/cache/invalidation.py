@@ -33,6 +33,7 @@ from collections.abc import Callable
 import redis
 
 from iostack.policy.changes import Subscription
+from iostack.policy.connection import connect
 from iostack.policy.keys import KeySpace
 
 LOG = logging.getLogger(__name__)
@@ -58,8 +59,7 @@ class InvalidationBus:
         self.logger = logger
         self.channel = KeySpace(prefix).cache_invalidate
         # Named, so that an operator can tell the cache's subscriptions apart.
-        self.redis = redis.Redis.from_url(redis_url, socket_timeout=5, health_check_interval=30,
-                                          client_name=client_name)
+        self.redis = connect(redis_url, health_check_interval=30, client_name=client_name)
         self._on_path = on_path
         self._on_reset = on_reset
         self._lock = threading.Lock()

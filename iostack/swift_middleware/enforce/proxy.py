@@ -18,8 +18,8 @@ Configuration (``[filter:iostack]`` in proxy-server.conf)::
     redis_url = redis://127.0.0.1:6379/0   # the controller's Redis
     key_prefix = iostack:                  # the controller's key prefix
     key_file = /etc/iostack/root.key       # root secret for the encryption filter
-    policy_cache_size = 10000              # cached policy lookups
-    policy_cache_max_age = 30              # seconds; pub/sub normally invalidates sooner
+    policy_snapshot = /var/lib/iostack/policy-<digest>.json  # the node's copy of the policies
+    policy_poll_interval = 1               # seconds between checks of the store's version
     sandboxed_decode_stage = object        # or proxy: where GETs undo sandboxed filters
 
 Stages: filters staged ``ON PROXY`` (the default) run here; those staged

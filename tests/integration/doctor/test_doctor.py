@@ -83,17 +83,23 @@ def stack_configs(aio: dict[str, Any]) -> tuple[list[str], list[str]]:
 def test_the_all_in_one_has_no_error_and_the_controller_hears_its_proxy(aio, swift_for):
     proxies, objects = stack_configs(aio)
     assert proxies and objects
-    swift_for("t1").head_account()  # a worker publishes after its first tenant request
+    tenant = swift_for("t1")
+    tenant.head_account()  # a worker publishes after its first tenant request
+    tenant.put_container("doctor")
+    tenant.put_object("doctor", "o", b"x")  # and reports its policy version after its first write
     heard: list[Finding] = []
+    versions: list[Finding] = []
 
     def check() -> bool:
         findings = diagnose(proxies, objects, aio["controller_url"], aio["admin_token"])
         assert errors(findings) == []
         assert not any("keeps nothing across a restart" in f.what for f in findings)
         heard[:] = [f for f in findings if f.level == "ok" and "hears metrics from" in f.what]
-        return bool(heard)
+        versions[:] = [f for f in findings if f.level == "ok"
+                       and "every reporting proxy worker enforces policy version" in f.what]
+        return bool(heard) and bool(versions)
 
-    assert wait_until(check, 20, 1), "the controller never heard from the stack's proxy"
+    assert wait_until(check, 20, 1), f"heard from the proxy: {heard}, versions: {versions}"
     assert any(f"{urlsplit(aio['swift_url']).netloc}" in f.what for f in heard)
 
 

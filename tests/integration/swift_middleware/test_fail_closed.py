@@ -1,11 +1,13 @@
-"""Fail closed: a proxy that cannot read the policy store, or finds it emptied, stores nothing.
+"""No single point of failure: writes go on, filtered, while the policy store is gone.
 
 A private stack runs on a Redis this module starts itself (password, no
-persistence), so the test can stop it, start it again empty and flush it:
-PUTs answer 503 naming the cause and store nothing, GETs of filtered objects
-keep decoding from sysmeta, and once the controller's guardian has refilled
-the store from its journal the same PUT succeeds, filtered, with no proxy
-restart.
+persistence), so the test can stop it, start it again empty and flush it.
+Through all of it every PUT into a container under an encryption policy
+succeeds and is stored encrypted (the proxy enforces its local copy, even
+after a restart during the outage), and the controller's guardian refills
+the store from its journal. Only a proxy that never held a version (its
+copy deleted, the store down) refuses writes: 503 naming the cause, nothing
+stored.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import shutil
 import subprocess
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,9 +29,11 @@ from swift.common import utils
 from swift.common.ring import Ring
 from swiftclient.exceptions import ClientException
 
+from iostack.aio.processes import ProcessManager
 from iostack.aio.services import free_port, wait_until
 from iostack.aio.session import aio_command, free_port_args
 from iostack.controller.client import ControllerClient
+from iostack.policy.snapshot import SnapshotFile
 from iostack.swift_middleware.enforce.record import PIPELINE_HEADER
 from tests.conftest import read_stored
 
@@ -119,68 +124,118 @@ def _stored_encrypted(ring: Ring, container: str, name: str, body: bytes) -> boo
     return "encryption" in headers.get(PIPELINE_HEADER.lower(), "") and body[:20] not in raw
 
 
-def test_writes_fail_closed_while_the_store_is_gone_or_empty(stack):
+class Proxy:
+    """The stack's proxy process: restarted as it was started (same argv, environment)."""
+
+    def __init__(self, info) -> None:
+        self.info = info
+        self.processes = ProcessManager(Path(info["state_dir"]))
+        pid = self.processes.find("proxy").pid
+        self.argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")[:-1]
+        self.env = dict(item.split("=", 1) for item in
+                        Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0") if item)
+        self.cwd = os.readlink(f"/proc/{pid}/cwd")
+        self.snapshot = Path(info["state_dir"]) / "policy" / "proxy.json"
+
+    def restart(self) -> None:
+        assert self.processes.stop("proxy")
+        self.processes.start("proxy", self.argv, env=self.env, cwd=Path(self.cwd))
+        conn = _tenant(self.info)
+        assert wait_until(lambda: _answers(conn), 60), "the proxy did not come back"
+
+    def version(self) -> int:
+        held = SnapshotFile(self.snapshot, self.info["key_prefix"]).load()
+        return held.version if held else 0
+
+
+def _answers(conn) -> bool:
+    try:
+        conn.head_account()
+        return True
+    except (ClientException, OSError):
+        conn.close()
+        conn.url = conn.token = None
+        return False
+
+
+def _writes(conn, container: str, prefix: str, body: bytes, seconds: float,
+            until=lambda: False) -> Iterator[tuple[str, int, str]]:
+    """PUT objects for ``seconds`` (or until ``until()``): (name, status, message) of each."""
+    deadline = time.monotonic() + seconds
+    n = 0
+    while time.monotonic() < deadline and not until():
+        n += 1
+        name = f"{prefix}-{n}"
+        yield (name, *_put_status(conn, container, name, body))
+        time.sleep(0.1)
+
+
+def test_writes_go_on_encrypted_while_the_store_is_gone_empty_or_flushed(stack):
     info, store = stack
     admin = ControllerClient(info["controller_url"], info["admin_token"])
+    proxy = Proxy(info)
     conn = _tenant(info)
     container = f"fc-{uuid.uuid4().hex[:8]}"
     conn.put_container(container)
     admin.add_policies(f"FOR CONTAINER AUTH_t1/{container} DO SET ENCRYPTION")
-    time.sleep(0.5)
+    version = int(store.client().get(f"{info['key_prefix']}version"))
+    assert wait_until(lambda: proxy.version() >= version, 10), "the proxy's copy did not follow"
     body = b"secret " * 1000
     assert _put_status(conn, container, "before", body)[0] == 201
     journal = Path(info["state_dir"]) / "policy-store.json"
     assert wait_until(journal.exists, 5), "the controller wrote no journal"
+    written = ["before"]
 
-    # 1. The store is unreachable: writes are refused (once the proxy's cached
-    #    rules are dropped with the lost subscription; until then they are still
-    #    enforced), and reads of filtered objects go on.
+    def all_accepted(prefix: str, seconds: float, until=lambda: False) -> None:
+        results = list(_writes(conn, container, prefix, body, seconds, until))
+        assert results and [r for r in results if r[1] != 201] == [], results
+        written.extend(name for name, _status, _message in results)
+
+    # 1. The store is unreachable: writes go on under the version held; reads too.
     store.stop()
-    accepted = []
-    for attempt in range(50):
-        name = f"while-down-{attempt}"
-        status, message = _put_status(conn, container, name, body)
-        if status == 503:
-            break
-        assert status == 201, (status, message)
-        accepted.append(name)
-        time.sleep(0.2)
-    assert status == 503 and "policy store" in message, (status, message)
-    assert not _exists(conn, container, name)
+    all_accepted("while-down", 3)
     assert conn.get_object(container, "before")[1] == body
-
-    # 2. It comes back empty (no persistence): still refused until the
-    #    controller has refilled it, then accepted and filtered.
+    # 2. The proxy restarted during the outage enforces the copy it persisted.
+    proxy.restart()
+    all_accepted("restarted-while-down", 2)
+    # 3. The store comes back empty (no persistence): writes never stop, and the
+    #    controller's guardian refills it from its journal.
+    marker = f"{info['key_prefix']}marker"
     store.start()
-    statuses = []
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        status, message = _put_status(conn, container, "after-restart", body)
-        statuses.append(status)
-        if status == 201:
-            break
-        assert status == 503, (status, message)
-        time.sleep(0.2)
-    assert statuses[-1] == 201, statuses
-    assert store.client().exists(f"{info['key_prefix']}marker")
-    assert conn.get_object(container, "after-restart")[1] == body
-
-    # 3. Flushed under a running stack: every write is either refused or filtered.
+    all_accepted("after-restart", 20, until=lambda: store.client().exists(marker))
+    assert store.client().exists(marker), "the guardian did not restore the store"
+    # 4. Flushed under a running stack: the same.
     store.client().flushall()
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        status, message = _put_status(conn, container, "after-flush", body)
-        if status == 201:
-            break
-        assert status == 503, (status, message)
-        time.sleep(0.2)
-    assert status == 201
+    all_accepted("after-flush", 20, until=lambda: store.client().exists(marker))
+    assert store.client().exists(marker), "the guardian did not restore the flushed store"
+    all_accepted("restored", 1)
+
     previous = utils.SWIFT_CONF_FILE
     utils.set_swift_dir(info["swift_dir"])  # this stack's hash prefix, for its ring
     try:
         ring = Ring(info["swift_dir"], ring_name="object")
-        for name in ("before", "after-restart", "after-flush", *accepted):
+        for name in written:
             assert _stored_encrypted(ring, container, name, body), name
     finally:
         if os.path.exists(previous):  # the session's stack, if one was read before
             utils.set_swift_dir(os.path.dirname(previous))
+
+
+def test_a_proxy_that_never_held_a_version_refuses_writes_naming_the_cause(stack):
+    info, store = stack
+    proxy = Proxy(info)
+    conn = _tenant(info)
+    container = f"fc-{uuid.uuid4().hex[:8]}"
+    conn.put_container(container)
+    store.stop()
+    try:
+        proxy.snapshot.unlink()
+        proxy.restart()
+        status, message = _put_status(conn, container, "no-copy", b"body")
+        assert status == 503, (status, message)
+        assert "holds no policy version yet" in message and "cannot be read" in message
+        assert not _exists(conn, container, "no-copy")
+    finally:
+        store.start()
+    # The store back (refilled by the guardian): the proxy takes its version and serves.
+    assert wait_until(lambda: _put_status(conn, container, "copy-back", b"body")[0] == 201, 30)

@@ -3,6 +3,7 @@ headers, scope and the fragments the browser tests rely on (those run in Chromiu
 
 from __future__ import annotations
 
+import json
 import re
 import time
 import types
@@ -112,6 +113,7 @@ def test_a_tenant_sees_only_its_own(client, app, admin):
     html = client.get("/ui/policies").get_data(as_text=True)
     assert "AUTH_t1/a" in html and "AUTH_t2/b" not in html
     assert 'id="policy-text"' not in html  # no editor: tenants cannot add policies
+    assert 'id="enforcement"' not in html  # nor see the proxies
     for path in ("/ui/history", "/ui/qos", "/ui/filters", "/ui/block"):
         assert client.get(path).status_code == 403, path
     assert client.get("/ui/metrics?target=AUTH_t2").status_code == 403
@@ -305,3 +307,20 @@ def test_metric_cells_have_three_significant_digits(value, scale, shown):
     from iostack.controller.ui.views import _scaled
 
     assert _scaled(value, scale) == shown
+
+
+def test_the_policies_page_shows_each_workers_version_and_who_is_behind(client, app):
+    ctl = app.extensions["iostack"]
+    version = int(ctl.redis.get(ctl.keys.version) or 0)
+    now = time.time()
+    for name, held in (("10.0.0.1:8080/11", version), ("10.0.0.2:8080/12", version - 1)):
+        ctl.redis.hset(ctl.keys.policy_nodes, name, json.dumps(
+            {"version": held, "applied": now - 30, "reported": now}))
+    log_in(client)
+    html = client.get("/ui/policies").get_data(as_text=True)
+    assert f"store version {version}" in html
+    assert "1 worker(s) behind: 10.0.0.2:8080/12." in html
+    rows = re.findall(r'<tr data-worker="([^"]+)">.*?<td>\d+</td><td>(\d+)</td>\s*'
+                      r'<td>(\d+) s</td>.*?badge \w+">(\w+)<', html, re.S)
+    assert rows == [("10.0.0.1:8080/11", str(version), "30", "current"),
+                    ("10.0.0.2:8080/12", str(version - 1), "30", "behind")]

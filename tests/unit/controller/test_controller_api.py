@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
+import redis
 
+from iostack.aio.services import wait_until
 from iostack.controller.api import create_app
 from iostack.controller.openapi import openapi_document
 
@@ -206,6 +208,39 @@ def test_redis_down_is_a_503(app_config):
     assert client.get("/v1/health").status_code == 503
     response = client.get("/v1/policies", headers={"X-Auth-Token": app_config["admin_token"]})
     assert response.status_code == 503 and "Redis" in response.json["error"]
+
+
+def test_a_policy_change_without_a_writable_master_is_a_503_naming_why(
+        app_config, redis_server, admin):
+    """A replica only (the master gone, no failover yet): the change answers 503 saying
+    there is no writable master, and nothing of it is applied anywhere."""
+    import secrets
+
+    from iostack.controller.registry import Registries
+    from iostack.policy.keys import KeySpace
+
+    password = secrets.token_hex(16)
+    master = redis_server(f"requirepass {password}")
+    port = master.rsplit(":", 1)[1].split("/")[0]
+    replica = redis_server(f"requirepass {password}", f"masterauth {password}",
+                           f"replicaof 127.0.0.1 {port}")
+    master_url, replica_url = (u.replace("redis://", f"redis://:{password}@")
+                               for u in (master, replica))
+    keys = KeySpace(app_config["key_prefix"])
+    registries = Registries(redis.Redis.from_url(master_url, decode_responses=True), keys)
+    registries.seed()
+    registries.add_tenant("t1")
+    replica_client = redis.Redis.from_url(replica_url, decode_responses=True)
+    assert wait_until(lambda: replica_client.exists(keys.marker), 10)
+    version = replica_client.get(keys.version)
+    app = create_app(app_config | {"redis_url": replica_url})
+    response = app.test_client().post("/v1/policies", headers=admin,
+                                      json={"text": "FOR TENANT t1 DO SET encryption"})
+    assert response.status_code == 503, response.json
+    assert "no writable master" in response.json["error"]
+    assert "nothing was changed" in response.json["error"]
+    assert replica_client.hlen(keys.policies) == 0
+    assert replica_client.get(keys.version) == version
 
 
 def test_explain_a_volume(client, admin):

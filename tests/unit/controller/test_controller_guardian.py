@@ -1,4 +1,5 @@
-"""The guardian journals the policy store and refills it when it lost its marker."""
+"""The guardian journals the policy store and restores it when it lost its marker or
+went back to an older version."""
 
 from __future__ import annotations
 
@@ -72,3 +73,52 @@ def test_seeding_without_mark_leaves_a_new_namespace_unmarked(registries, redis_
     _flush(redis_client, keys)
     registries.seed(mark=False)
     assert not redis_client.exists(keys.marker)
+
+
+def test_a_rolled_back_store_is_restored_never_accepted(store, redis_client, keys, tmp_path):
+    journal = tmp_path / "journal.json"
+    guardian = StoreGuardian(redis_client, keys, journal)
+    store.submit("FOR CONTAINER t1/old DO SET compression")
+    guardian.tick()
+    backup = {k: redis_client.dump(k) for k in redis_client.scan_iter(keys.prefix + "*")}
+    old_version = int(redis_client.get(keys.version))
+    store.submit("FOR CONTAINER t1/secure DO SET encryption")
+    store.delete(next(p["id"] for p in store.list() if "t1/old" in p["text"]))
+    assert guardian.tick() == "journaled"
+    newest = int(redis_client.get(keys.version))
+    # The old backup is restored over the store: the newest policy gone, the removed one back.
+    _flush(redis_client, keys)
+    for key, value in backup.items():
+        redis_client.restore(key, 0, value)
+    assert int(redis_client.get(keys.version)) == old_version < newest
+    # A controller restarted meanwhile knows the highest version from its journal.
+    restarted = StoreGuardian(redis_client, keys, journal)
+    assert restarted.highest == newest
+    assert restarted.tick() == "restored"
+    assert int(redis_client.get(keys.version)) > newest  # every node applies it
+    assert [p["text"] for p in store.list()] == ["FOR CONTAINER t1/secure DO SET encryption"]
+    assert [e.filter for e in store.explain("PUT", "/v1/AUTH_t1/secure/o")[1].pipeline] == \
+        ["encryption"]
+    assert store.explain("PUT", "/v1/AUTH_t1/old/o")[1].pipeline == []
+    assert restarted.tick() == "journaled"
+    assert restarted.tick() == "unchanged"
+
+
+def test_a_restored_store_is_above_every_version_a_node_may_hold(
+        store, redis_client, keys, tmp_path, shared_redis_url):
+    from iostack.policy.reader import PolicyReader
+
+    guardian = StoreGuardian(redis_client, keys, tmp_path / "journal.json")
+    store.submit("FOR CONTAINER t1/secure DO SET encryption")
+    guardian.tick()
+    reader = PolicyReader(shared_redis_url, prefix=keys.prefix)
+    try:
+        reader.refresh()
+        held = reader.version
+        _flush(redis_client, keys)
+        assert reader.refresh() == "unmarked"
+        assert reader.version == held
+        assert guardian.tick() == "restored"
+        assert reader.wait_version(held + 1, 3)
+    finally:
+        reader.close()

@@ -78,6 +78,7 @@ class Published:
 def test_controller_splits_a_cap_and_shifts_it_to_the_busy_proxy(redis_client, keys, store,
                                                                  reader):
     store.submit("FOR TENANT t1 DO SET bandwidth WITH get=10MiBps")
+    assert reader.wait_version(int(redis_client.get(keys.version)))
     published = Published()
     qos = QosController(redis_client, keys, reader.resolve, published, {})
 
