@@ -220,7 +220,10 @@ def test_a_body_longer_than_its_length_still_moves_at_the_rate():
     for _ in range(40):
         body.take(CHUNK)
     body.close()
-    assert time.monotonic() - started == pytest.approx(40 * CHUNK / (10 * MB), rel=0.25)
+    # Throttled past its declared length (never faster than the rate); a loaded
+    # machine only makes it slower, so the upper bound is loose.
+    elapsed, paced = time.monotonic() - started, 40 * CHUNK / (10 * MB)
+    assert 0.75 * paced <= elapsed < 4 * paced
 
 
 def test_a_stalled_redis_does_not_stop_the_streams_and_is_charged_when_it_answers():
