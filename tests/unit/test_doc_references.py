@@ -22,8 +22,8 @@ SEARCHED = ("iostack", "tests", "bench", "deploy", "docs")
 
 
 def parse(path: Path) -> ast.Module:
-    # CPython 3.11's AST builder keeps its recursion depth in shared state: a parse
-    # while a thread another test left behind parses too can raise this spuriously.
+    # CPython 3.11 raised "AST constructor recursion depth mismatch" here once in a
+    # full unit run (threads of other tests still running); a retry parses fine.
     text = path.read_text("utf-8")
     for _ in range(2):
         try:
