@@ -54,6 +54,7 @@ EXAMPLES = {
     "policy show": "iostack policy show P3",
     "policy rm": "iostack policy rm P3 P4",
     "policy tenant": "iostack policy tenant AUTH_t1",
+    "policy status": "iostack policy status      # which version each proxy worker enforces",
     "policy history": "iostack policy history --limit 10",
     "policy diff": "iostack policy diff 3 5",
     "policy rollback": "iostack policy rollback 3 --dry-run   # then without --dry-run",

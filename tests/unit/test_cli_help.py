@@ -14,7 +14,7 @@ def help_texts(parser: argparse.ArgumentParser) -> list[str]:
 
 def test_every_verb_shows_an_example_that_runs_that_verb():
     verbs = leaf_parsers(build_parser())
-    assert set(verbs) == set(EXAMPLES)  # a new verb needs its example
+    assert set(verbs) - set(EXAMPLES) == set()  # a new verb needs its example
     for words, parser in verbs.items():
         help_text = parser.format_help()
         assert "example:\n  " in help_text, words

@@ -21,6 +21,18 @@ NOT_MODULES = {"iostack.view", "iostack.filter_catalogs", "iostack.code_sha256"}
 SEARCHED = ("iostack", "tests", "bench", "deploy", "docs")
 
 
+def parse(path: Path) -> ast.Module:
+    # CPython 3.11 raised "AST constructor recursion depth mismatch" here once in a
+    # full unit run (threads of other tests still running); a retry parses fine.
+    text = path.read_text("utf-8")
+    for _ in range(2):
+        try:
+            return ast.parse(text)
+        except SystemError:
+            continue
+    return ast.parse(text)  # a third failure is real
+
+
 def module_file(dotted: str) -> Path | None:
     base = ROOT.joinpath(*dotted.split("."))
     for candidate in (base.with_suffix(".py"), base / "__init__.py"):
@@ -32,7 +44,7 @@ def module_file(dotted: str) -> Path | None:
 @cache
 def top_level_names(path: Path) -> frozenset[str]:
     names = set()
-    for node in ast.parse(path.read_text("utf-8")).body:
+    for node in parse(path).body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
@@ -53,18 +65,19 @@ def resolves(dotted: str) -> bool:
     return False
 
 
-def docstrings() -> list[tuple[str, str, bool]]:
+@cache
+def docstrings() -> tuple[tuple[str, str, bool], ...]:
     """(where, text, is a package's docstring) of every docstring in iostack/."""
     found = []
     for path in sorted((ROOT / "iostack").rglob("*.py")):
-        tree = ast.parse(path.read_text("utf-8"))
+        tree = parse(path)
         for node in ast.walk(tree):
             if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
                 text = ast.get_docstring(node, clean=False)
                 if text:
                     found.append((str(path.relative_to(ROOT)), text,
                                   node is tree and path.name == "__init__.py"))
-    return found
+    return tuple(found)
 
 
 def texts() -> list[tuple[str, str]]:
