@@ -29,7 +29,7 @@ from typing import Any
 
 from iostack.controller import formatting as fmt
 from iostack.controller.client import ControllerClient, ControllerError
-from iostack.dsl.units import UnitError, parse_unit
+from iostack.dsl.units import UnitError, parse_size
 from iostack.endpoints import AioNotRunning
 
 UNREACHABLE = 3
@@ -162,14 +162,10 @@ def policy_rollback(client: ControllerClient, args) -> Any:
 
 def _size(text: str) -> int:
     """``--size`` accepts bytes or DSL sizes (``2M``, ``512K``)."""
-    number = text.rstrip("bBkKmMgGtTiI")
     try:
-        quantity = parse_unit(float(number), text[len(number):] or None)
-    except (ValueError, UnitError):
-        raise argparse.ArgumentTypeError(f"not a size: {text!r}") from None
-    if quantity.kind not in ("size", "number") or quantity.value < 0:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r}")
-    return int(quantity.value)
+        return parse_size(text)
+    except UnitError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 # -- registry verbs -------------------------------------------------------------

@@ -87,6 +87,19 @@ def parse_unit(number: float, unit: str | None) -> Quantity:
     )
 
 
+def parse_size(text: str) -> int:
+    """A size given outside a policy (CLI ``--size``, the console's explain form):
+    plain bytes or a DSL size (``2M``, ``512K``)."""
+    number = text.rstrip("bBkKmMgGtTiI")
+    try:
+        quantity = parse_unit(float(number), text[len(number):] or None)
+    except ValueError:  # UnitError included
+        raise UnitError(f"not a size: {text!r}") from None
+    if quantity.kind not in ("size", "number") or quantity.value < 0:
+        raise UnitError(f"not a size: {text!r}")
+    return int(quantity.value)
+
+
 def _bits(number: float, unit: str, match: re.Match) -> Quantity:
     """A bit rate in bytes/s; a size in bits is refused with its byte spellings."""
     prefix = (match.group("prefix") or "").lower()

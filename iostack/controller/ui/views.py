@@ -7,7 +7,6 @@ console shows exactly what the API answers.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import time
@@ -20,7 +19,6 @@ from werkzeug.exceptions import HTTPException
 from iostack.controller import api
 from iostack.controller.actors import metric_target, target_key
 from iostack.controller.auth import AuthError
-from iostack.controller.cli import _size
 from iostack.controller.convergence import policy_status
 from iostack.controller.registry import RegistryError
 from iostack.controller.ui import (
@@ -33,6 +31,7 @@ from iostack.controller.ui import (
 )
 from iostack.controller.ui.bridge import BlockBridge, BridgeError
 from iostack.dsl.errors import DSLError
+from iostack.dsl.units import UnitError, parse_size
 from iostack.monitoring.aggregator import selector
 
 # (label, metric, scale, unit) of the live charts, in page order.
@@ -296,8 +295,8 @@ def explain():
                                 "storage_group": form["storage_group"] or None}
     else:
         try:
-            size = _size(form["size"]) if form["size"] else None
-        except argparse.ArgumentTypeError as exc:
+            size = parse_size(form["size"]) if form["size"] else None
+        except UnitError as exc:
             raise RegistryError(str(exc)) from None
         data = {"method": form["method"], "path": form["path"], "size": size,
                 "headers": _headers(form["headers"])}

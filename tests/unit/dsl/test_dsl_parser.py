@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from iostack.dsl import DSLError, parse
 from iostack.dsl.ast import BoolOp, ClassDef, Comparison, Policy, condition_text
 from iostack.dsl.lexer import KEYWORDS
+from iostack.dsl.units import UnitError, parse_size
 
 
 def one(text: str) -> Policy:
@@ -288,3 +289,16 @@ def test_a_size_in_bits_is_refused_with_the_byte_spellings(raw, message):
                                   "FOR ALL DO SET csv_select WITH columns=a, b TO OBJECT_TYPE=CSV"])
 def test_an_unquoted_list_suggests_quoting_it(text):
     assert "a list is one quoted value: columns=" in error_of(text)
+
+
+@pytest.mark.parametrize(("text", "size"), [
+    ("2M", 2 << 20), ("2MB", 2_000_000), ("512KiB", 512 << 10), ("10", 10)])
+def test_a_size_outside_a_policy_reads_as_in_the_language(text, size):
+    # The CLI's --size and the console's explain form both read sizes this way.
+    assert parse_size(text) == size
+
+
+@pytest.mark.parametrize("text", ["-1", "2Mbps", "3s", "many"])
+def test_what_is_not_a_size_is_refused_naming_it(text):
+    with pytest.raises(UnitError, match=f"not a size: {text!r}"):
+        parse_size(text)
