@@ -267,6 +267,18 @@ s3_acl_tests_enabled = False
 """
 
 
+@contextmanager
+def swift_dir(path: str) -> Iterator[None]:
+    """Swift's hash path settings from ``path`` for the block, the caller's restored after
+    it: a test session locates its own stack's objects with those."""
+    saved = utils.SWIFT_CONF_FILE, utils.HASH_PATH_PREFIX, utils.HASH_PATH_SUFFIX
+    utils.set_swift_dir(path)
+    try:
+        yield
+    finally:
+        utils.SWIFT_CONF_FILE, utils.HASH_PATH_PREFIX, utils.HASH_PATH_SUFFIX = saved
+
+
 def device_args() -> list[str]:
     """Devices on XFS where the host allows it (root, xfsprogs), as Swift's SAIO has them."""
     if os.geteuid() == 0 and shutil.which("mkfs.xfs"):
@@ -294,8 +306,8 @@ class Run:
         self.plain = Proxy(info, workdir, "plain", self.keys, plain=True)
         self.iostack = Proxy(info, workdir, "iostack", self.keys, plain=False)
         self.admin = ControllerClient(info["controller_url"], info["admin_token"])
-        utils.set_swift_dir(info["swift_dir"])
-        self.ring = Ring(info["swift_dir"], ring_name="object")
+        with swift_dir(info["swift_dir"]):
+            self.ring = Ring(info["swift_dir"], ring_name="object")
         self.deselected: list[str] = []
         devices_fs = device_filesystem(Path(info["state_dir"]) / "srv" / "node")
         if devices_fs != "xfs":
@@ -348,7 +360,8 @@ class Run:
 
         def stored_filtered() -> bool:
             conn.put_object(container, obj, b"compressible " * 4096)
-            part, nodes = self.ring.get_nodes(f"AUTH_{account}", container, obj)
+            with swift_dir(self.info["swift_dir"]):
+                part, nodes = self.ring.get_nodes(f"AUTH_{account}", container, obj)
             headers = direct_client.direct_head_object(
                 nodes[0], part, f"AUTH_{account}", container, obj,
                 headers={"X-Backend-Iostack-Raw": "true"})
