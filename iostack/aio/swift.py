@@ -204,7 +204,7 @@ class SwiftLayout:
         return conf
 
     def _defaults(self, server: str) -> dict[str, str]:
-        return {
+        defaults = {
             "bind_ip": self.host.bind_ip,
             "bind_port": str(self.server_port(server)),
             "workers": str(self.config.proxy_worker_count if _kind(server) == "proxy"
@@ -218,6 +218,12 @@ class SwiftLayout:
             "log_level": "INFO",
             "eventlet_debug": "false",
         }
+        if self.config.device_fs == "xfs":
+            # As Swift's SAIO: the images are sparse and smaller than max_file_size, so
+            # reserving a PUT's declared length would fill one (507, the device
+            # error-limited for a minute) and take that much of the host's disk.
+            defaults["disable_fallocate"] = "true"
+        return defaults
 
     def _server_conf(self, server: str) -> ConfigParser:
         conf = ConfigParser(interpolation=None)
