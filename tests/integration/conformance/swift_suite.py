@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import io
 import os
 import secrets
 import shutil
@@ -64,6 +65,7 @@ from swift.common.ring import Ring
 
 from iostack.aio.services import free_port, wait_until
 from iostack.aio.session import started_stack
+from iostack.aio.state import write_private_text
 from iostack.aio.swift import launcher_command
 from iostack.controller.client import ControllerClient
 from iostack.swift_middleware.enforce.record import PIPELINE_HEADER
@@ -193,9 +195,9 @@ class Proxy:
             conf["filter:tempauth"][f"user_{account}_{user}"] = \
                 f"{keys[f'{account}:{user}']} {groups}".strip()
         self.conf_path = workdir / f"{name}-proxy-server.conf"
-        with open(os.open(self.conf_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
-                  "w", encoding="utf-8") as out:
-            conf.write(out)
+        text = io.StringIO()
+        conf.write(text)
+        write_private_text(self.conf_path, text.getvalue())  # the users' keys
         self.log = workdir / f"{name}-proxy.log"
         self.proc: subprocess.Popen | None = None
 
@@ -321,7 +323,7 @@ class Run:
 
     def suite_run(self, proxy: Proxy, name: str) -> Outcomes:
         conf = self.workdir / f"{name}-test.conf"
-        conf.write_text(test_conf(proxy, self.keys), encoding="utf-8")
+        write_private_text(conf, test_conf(proxy, self.keys))
         report = self.workdir / f"{name}.xml"
         env = {**os.environ, "SWIFT_TEST_CONFIG_FILE": str(conf), "PYTHONDONTWRITEBYTECODE": "1",
                "PYTHONPATH": str(self.suite / "deps")}
