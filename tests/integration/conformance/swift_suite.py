@@ -183,31 +183,44 @@ class Proxy:
     def __init__(self, info: dict[str, Any], workdir: Path, name: str, keys: dict[str, str],
                  plain: bool) -> None:
         self.swift_dir = Path(info["swift_dir"])
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        conf = ConfigParser(interpolation=None)
-        conf.read(self.swift_dir / "proxy-server.conf")
-        conf["DEFAULT"]["bind_port"] = str(self.port)
+        self.conf = ConfigParser(interpolation=None)
+        self.conf.read(self.swift_dir / "proxy-server.conf")
         if plain:
-            pipeline = conf["pipeline:main"]["pipeline"].split()
-            conf["pipeline:main"]["pipeline"] = " ".join(p for p in pipeline if p not in NOT_SWIFT)
+            pipeline = self.conf["pipeline:main"]["pipeline"].split()
+            self.conf["pipeline:main"]["pipeline"] = " ".join(p for p in pipeline
+                                                              if p not in NOT_SWIFT)
         for account, user, groups in USERS:
-            conf["filter:tempauth"][f"user_{account}_{user}"] = \
+            self.conf["filter:tempauth"][f"user_{account}_{user}"] = \
                 f"{keys[f'{account}:{user}']} {groups}".strip()
         self.conf_path = workdir / f"{name}-proxy-server.conf"
-        text = io.StringIO()
-        conf.write(text)
-        write_private_text(self.conf_path, text.getvalue())  # the users' keys
         self.log = workdir / f"{name}-proxy.log"
         self.proc: subprocess.Popen | None = None
+        self.port = 0
 
-    def start(self) -> None:
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(  # noqa: S603 - our launcher, our config
-                launcher_command(self.swift_dir, self.conf_path, "proxy-server"),
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        if not wait_until(self._healthy, 60, 0.2):
-            raise RuntimeError(f"proxy on :{self.port} did not start; see {self.log}")
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, attempts: int = 3) -> None:
+        """Start on a free port; again on another if a client's connection took that one
+        before the proxy bound it (free ports and outgoing connections share a range)."""
+        for _ in range(attempts):
+            self.port = free_port()
+            self.conf["DEFAULT"]["bind_port"] = str(self.port)
+            text = io.StringIO()
+            self.conf.write(text)
+            write_private_text(self.conf_path, text.getvalue())  # the users' keys
+            with open(self.log, "ab") as log:
+                self.proc = subprocess.Popen(  # noqa: S603 - our launcher, our config
+                    launcher_command(self.swift_dir, self.conf_path, "proxy-server"),
+                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            if wait_until(self._answers_or_exited, 90, 0.2) and self.proc.poll() is None:
+                return
+            self.stop()
+        raise RuntimeError(f"proxy did not start; see {self.log}")
+
+    def _answers_or_exited(self) -> bool:
+        return self.proc is None or self.proc.poll() is not None or self._healthy()
 
     def _healthy(self) -> bool:
         try:
