@@ -10,9 +10,10 @@ NATIVE_DIRS := $(wildcard iostack/*/native)
 
 export IOSTACK_STATE_DIR := $(STATE_DIR)
 
-.PHONY: setup native assets run stop status test unit integration lint bench clean
+.PHONY: setup native assets swift-tests run stop status test unit integration conformance \
+	lint bench clean
 
-setup: $(INSTALLED) native assets
+setup: $(INSTALLED) native assets swift-tests
 
 # apt packages, then the virtualenv with the project installed editable.
 $(INSTALLED): pyproject.toml deploy/apt-packages.txt deploy/bootstrap.sh
@@ -29,6 +30,11 @@ native: $(INSTALLED)
 # The admin console's browser libraries, vendored from the npm registry (no CDN at run time).
 assets: $(INSTALLED)
 	deploy/ui-assets.sh
+
+# Swift's functional tests, from the source distribution of the installed Swift version
+# (once per version, into build/swift-tests/); tests/integration/conformance runs them.
+swift-tests: $(INSTALLED)
+	$(PY) tests/integration/conformance/swift_suite.py --fetch
 
 run: setup
 	$(VENV)/bin/iostack aio start --state-dir $(STATE_DIR)
@@ -49,6 +55,11 @@ unit: setup
 
 integration: setup
 	$(PY) -m pytest tests -m integration
+
+# Swift's whole functional and s3api suites against plain Swift and IOStack (no policy,
+# compression, encryption); `make test` runs a selection of them.
+conformance: setup
+	$(PY) tests/integration/conformance/swift_suite.py
 
 lint: setup
 	$(VENV)/bin/ruff check iostack tests bench

@@ -22,6 +22,8 @@ policies or metrics.
 many storage nodes, each in a network namespace of its own, with three
 replicas over three zones, and two proxies unless ``proxies`` is given.
 ``proxy_workers`` is the number of worker processes of each proxy (0: ``workers``).
+``device_fs`` is ``dir`` (Swift's devices are directories) or ``xfs`` (loopback
+images, as Swift's SAIO has them: see ``iostack.aio.devices``).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from iostack.aio.devices import DEVICE_FILESYSTEMS
 from iostack.aio.state import private_dir, write_private_json
 
 CONFIG_FILE = "etc/aio-config.json"
@@ -77,6 +80,7 @@ class AioConfig:
     workers: int = 1
     proxy_workers: int = 0  # worker processes of each proxy (0: ``workers``)
     nodes: int = 1  # storage nodes; 3 or more: a cluster in network namespaces
+    device_fs: str = "dir"  # "xfs": Swift's devices on XFS loopback images (iostack.aio.devices)
     start_timeout: float = 60.0
 
     def __post_init__(self) -> None:
@@ -91,6 +95,12 @@ class AioConfig:
         if not (self.nodes == 1 or 3 <= self.nodes <= 9):
             raise ValueError(f"nodes must be 1 (all in one) or 3 to 9 (a cluster), "
                              f"not {self.nodes}")
+        if self.device_fs not in DEVICE_FILESYSTEMS:
+            raise ValueError(f"device_fs must be one of {', '.join(DEVICE_FILESYSTEMS)}, "
+                             f"not {self.device_fs!r}")
+        if self.device_fs != "dir" and self.nodes > 1:
+            raise ValueError("device_fs xfs is for the all-in-one; a cluster's nodes keep "
+                             "directories")
         if self.proxy_workers < 0 or self.workers < 1:
             raise ValueError("workers must be at least 1 and proxy_workers at least 0")
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import redis
 
+from iostack.aio import devices
 from iostack.aio import secrets as aio_secrets
 from iostack.aio.cluster import Cluster, cluster_process_names, node_name, reachable_from_nodes
 from iostack.aio.config import AioConfig
@@ -335,8 +336,9 @@ class AllInOne:
             purge_namespace(info["redis_url"], info["key_prefix"])
         stopped += self.services.stop_private()
         stopped += [name for name in self.processes.names() if self.processes.stop(name)]
-        # Nothing runs in the namespaces any more.
+        # Nothing runs in the namespaces any more, nor on the devices.
         stopped += self.network.destroy()
+        stopped += devices.unmount_all(self.state_dir / "srv" / "node")
         self.info_path.unlink(missing_ok=True)
         return stopped
 

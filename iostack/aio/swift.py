@@ -3,7 +3,8 @@
 Everything lives under ``<state dir>``:
 
 - ``etc/swift/`` — ``swift.conf`` and one config per server, rings (``*.ring.gz``)
-- ``srv/node/d1..dN`` — the devices, plain directories (``mount_check = false``)
+- ``srv/node/d1..dN`` — the devices, plain directories (``mount_check = false``), or
+  XFS loopback images ``srv/images/dN.xfs`` mounted there (``device_fs = xfs``)
 - ``cache/`` — the recon cache
 
 Servers are started through ``iostack.aio.swift_launcher`` so that they read
@@ -25,6 +26,7 @@ from configparser import ConfigParser
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from iostack.aio import devices
 from iostack.aio.config import AioConfig
 from iostack.aio.secrets import TENANTS
 from iostack.aio.state import private_dir, write_private_text
@@ -174,6 +176,9 @@ class SwiftLayout:
         private_dir(self.cache_dir)
         for name in self.device_names:
             (self.devices_dir / name).mkdir(parents=True, exist_ok=True)
+            if self.config.device_fs == "xfs":
+                devices.mount_xfs(self.devices_dir / name,
+                                  self.devices_dir.parent / "images" / f"{name}.xfs")
         if not self.key_file.exists():
             create_key_file(self.key_file)
         self._write(self.swift_dir / "swift.conf", self._swift_conf())
@@ -199,7 +204,7 @@ class SwiftLayout:
         return conf
 
     def _defaults(self, server: str) -> dict[str, str]:
-        return {
+        defaults = {
             "bind_ip": self.host.bind_ip,
             "bind_port": str(self.server_port(server)),
             "workers": str(self.config.proxy_worker_count if _kind(server) == "proxy"
@@ -213,6 +218,12 @@ class SwiftLayout:
             "log_level": "INFO",
             "eventlet_debug": "false",
         }
+        if self.config.device_fs == "xfs":
+            # As Swift's SAIO: the images are sparse and smaller than max_file_size, so
+            # reserving a PUT's declared length would fill one (507, the device
+            # error-limited for a minute) and take that much of the host's disk.
+            defaults["disable_fallocate"] = "true"
+        return defaults
 
     def _server_conf(self, server: str) -> ConfigParser:
         conf = ConfigParser(interpolation=None)
