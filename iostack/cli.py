@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "iostack.storlet_runtime.cli",
     "iostack.block_bridge.cli",
     "iostack.doctor.cli",
+    "iostack.atrest.cli",
 )
 
 # (command, module, function): ``function(verbs)`` adds its verb to ``command``'s verbs.

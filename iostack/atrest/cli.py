@@ -1,0 +1,227 @@
+"""``iostack object inspect`` and ``iostack usage``: what stored objects went through.
+
+    iostack object inspect /v1/AUTH_t1/logs/a.csv        # filters, bytes, today's policy
+    iostack usage                                         # every known tenant, by container
+    iostack usage AUTH_t1/logs --json
+    iostack usage --cached                                # the last scan, with its age
+
+They read the stored objects through Swift's internal client, so they run
+where the Swift config is: ``--swift-dir`` (default: the all-in-one's), and
+ask the controller (``--url``/``--token``, as every ``iostack`` verb) for
+today's policies and the policy history. Exit status: 0 done, 1 refused
+(no such object, bad target), 3 controller or Swift config unreachable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from iostack.atrest import inspect, scan, usage
+from iostack.atrest.swift_access import SwiftAccess, object_path
+from iostack.controller import formatting as fmt
+from iostack.controller.cli import _common as controller_options
+from iostack.controller.client import ControllerClient, ControllerError
+from iostack.endpoints import AioNotRunning, load_aio_info, resolve_state_dir
+from iostack.filters.errors import IntegrityError
+from iostack.filters.metadata import FilterMetadata
+
+UNREACHABLE = 3
+
+
+class Refused(Exception):
+    """What the user asked for does not exist or makes no sense (exit status 1)."""
+
+
+class Context:
+    """The controller and the Swift config a verb works with, found once."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.client = ControllerClient.from_env(args.url, args.token)
+        self.swift_dir = args.swift_dir or load_aio_info(args.state_dir)["swift_dir"]
+        self.access = SwiftAccess(self.swift_dir)
+        self._filters: dict[str, FilterMetadata] | None = None
+
+    @property
+    def filters(self) -> dict[str, FilterMetadata]:
+        if self._filters is None:
+            self._filters = {name: FilterMetadata.from_json(meta)
+                             for name, meta in self.client.registry("filters").items()}
+        return self._filters
+
+    def accounts(self) -> list[str]:
+        return self.client.tenants()
+
+
+def _split_object_path(path: str) -> tuple[str, str, str]:
+    parts = path.removeprefix("/v1/").lstrip("/").split("/", 2)
+    if len(parts) != 3 or not all(parts):
+        raise Refused(f"not an object path: {path!r} (expected /v1/ACCOUNT/CONTAINER/OBJECT)")
+    return parts[0], parts[1], parts[2]
+
+
+def object_inspect(ctx: Context, args) -> Any:
+    account, container, obj = _split_object_path(args.path)
+    headers = ctx.access.stored_headers(account, container, obj)
+    if headers is None:
+        raise Refused(f"{args.path}: no such object")
+    try:
+        stored = inspect.stored_object(account, container, obj, headers)
+    except IntegrityError as exc:
+        raise Refused(f"{args.path}: {exc}") from None
+    explain = ctx.client.explain("PUT", object_path(account, container, obj),
+                                 stored.logical_bytes,
+                                 {"Content-Type": stored.content_type}
+                                 | {f"X-Object-Meta-{k}": v for k, v in stored.user_meta.items()})
+    result = inspect.inspect_json(stored, explain, ctx.filters,
+                                  ctx.client.history()["history"])
+    return result if args.json else print(inspect_view(result))
+
+
+def _ratio(stored: int, logical: int) -> str:
+    return f"{100 * stored / logical:.1f} %" if logical else "-"
+
+
+def inspect_view(result: dict[str, Any]) -> str:
+    lines = [f"{result['path']}  ({result['kind']})",
+             f"  logical {result['logical_bytes']} bytes, stored {result['stored_bytes']} "
+             f"bytes ({_ratio(result['stored_bytes'], result['logical_bytes'])} of logical)",
+             f"  ETag {result['etag']}  Last-Modified {result['last_modified']}  "
+             f"Content-Type {result['content_type'] or '-'}"]
+    if result["x_delete_at"]:
+        lines.append(f"  X-Delete-At {result['x_delete_at']}")
+    version = result["written_under_version"]
+    lines.append(f"  written under policy version {version if version is not None else '-'}"
+                 " (the policy history at its timestamp)")
+    for layer, applied in result["layers"].items():
+        if not applied:
+            lines.append(f"  {layer} layer: no filter")
+            continue
+        lines.append(f"  {layer} layer, in write order:")
+        for n, item in enumerate(applied, 1):
+            params = " ".join(f"{k}={v}" for k, v in sorted(item["params"].items()))
+            sysmeta = " ".join(f"{k}={_short(v)}" for k, v in sorted(item["sysmeta"].items()))
+            lines.append(f"    {n}. {item['filter']} {params}".rstrip())
+            if sysmeta:
+                lines.append(f"       recorded: {sysmeta}")
+            if "sandboxed" in item:
+                box = item["sandboxed"]
+                lines.append(f"       sandboxed: storlet {box['storlet']}, code sha256 "
+                             f"{box['code_sha256'] or '-'}")
+    today = result["today"]
+    if result["kind"] != "object":
+        lines.append(f"  today: a {result['kind']} is stored as written, whatever the policy")
+    elif today["differs"]:
+        lines.append("  today: would be stored differently")
+        lines += [f"    {reason}" for reason in today["reasons"]]
+    else:
+        lines.append("  today: would be stored the same way")
+    return "\n".join(lines)
+
+
+def _short(value: str, width: int = 24) -> str:
+    return value if len(value) <= width else value[:width - 3] + "..."
+
+
+def usage_cmd(ctx: Context, args) -> Any:
+    state_dir = resolve_state_dir(args.state_dir)
+    if args.cached:
+        try:
+            result = usage.load(state_dir)
+        except FileNotFoundError:
+            raise Refused("no scan kept yet: run 'iostack usage' without --cached") from None
+    else:
+        try:
+            target = scan.Target.parse(args.target)
+        except ValueError as exc:
+            raise Refused(str(exc)) from None
+        result = usage.scan_usage(ctx.access, target, ctx.accounts(), _progress(args))
+        usage.save(result, state_dir)
+    return result if args.json else print(usage_view(result))
+
+
+def _progress(args) -> Callable[[int], None] | None:
+    if args.json or not sys.stderr.isatty():
+        return None
+
+    def show(count: int) -> None:
+        if count % 100 == 0:
+            print(f"\rscanned {count} objects", end="", file=sys.stderr, flush=True)
+
+    return show
+
+
+def usage_view(result: dict[str, Any]) -> str:
+    def rows(items: list[dict[str, Any]], name: Callable[[dict[str, Any]], str]):
+        return [[name(r), r["objects"], r["filtered_objects"], r["logical_bytes"],
+                 r["stored_bytes"], _ratio(r["stored_bytes"], r["logical_bytes"])]
+                for r in items]
+
+    columns = ["OBJECTS", "FILTERED", "LOGICAL", "STORED", "STORED/LOGICAL"]
+    age = result["age_seconds"]
+    return "\n".join([
+        fmt.table(["TENANT", *columns], rows(result["tenants"], lambda r: r["account"])),
+        "",
+        fmt.table(["CONTAINER", *columns],
+                  rows(result["containers"],
+                       lambda r: f"{r['account']}/{r['container']!s}".replace("\x00", "\\0"))),
+        "",
+        f"scan of {result['target']} took {result['scan_seconds']} s"
+        + (f"; {age:.0f} s old" if age else ""),
+    ])
+
+
+# -- wiring ---------------------------------------------------------------------
+
+
+def _run(handler: Callable[[Context, argparse.Namespace], Any]):
+    def run(args: argparse.Namespace) -> int:
+        try:
+            result = handler(Context(args), args)
+        except AioNotRunning as exc:
+            print(f"iostack: {exc} (or give --swift-dir, --url and --token)", file=sys.stderr)
+            return UNREACHABLE
+        except (FileNotFoundError, ValueError) as exc:
+            print(f"iostack: {exc}", file=sys.stderr)
+            return UNREACHABLE
+        except ControllerError as exc:
+            print(f"iostack: {exc}", file=sys.stderr)
+            return UNREACHABLE if exc.status == 0 else 1
+        except Refused as exc:
+            print(f"iostack: {exc}", file=sys.stderr)
+            return 1
+        if args.json and result is not None:
+            print(fmt.json_text(result))
+        return 0
+    return run
+
+
+def common_parser() -> argparse.ArgumentParser:
+    """The controller CLI's options, and where the Swift config is."""
+    common = argparse.ArgumentParser(add_help=False, parents=[controller_options()])
+    common.add_argument("--swift-dir", help="Swift config dir with proxy-server.conf and "
+                        "rings (default: the all-in-one's)")
+    common.add_argument("--state-dir", type=Path, help="the all-in-one's state dir")
+    return common
+
+
+def register(subparsers: argparse._SubParsersAction) -> dict[str, argparse._SubParsersAction]:
+    common = common_parser()
+    obj = subparsers.add_parser("object", help="stored objects").add_subparsers(
+        dest="object_command", required=True)
+    inspect_parser = obj.add_parser("inspect", parents=[common],
+                                    help="what an object went through, and today's policy")
+    inspect_parser.add_argument("path", help="/v1/ACCOUNT/CONTAINER/OBJECT")
+    inspect_parser.set_defaults(func=_run(object_inspect))
+    usage_parser = subparsers.add_parser("usage", parents=[common],
+                                         help="logical vs stored bytes per tenant and container")
+    usage_parser.add_argument("target", nargs="?",
+                              help="ACCOUNT or ACCOUNT/CONTAINER (default: every known tenant)")
+    usage_parser.add_argument("--cached", action="store_true",
+                              help="show the last scan and its age instead of scanning")
+    usage_parser.set_defaults(func=_run(usage_cmd))
+    return {"object": obj}
