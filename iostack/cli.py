@@ -28,6 +28,7 @@ COMMAND_MODULES = (
 # (command, module, function): ``function(verbs)`` adds its verb to ``command``'s verbs.
 MOUNTS = (
     ("filter", "iostack.storlet_runtime.cli", "add_upload_parser"),
+    ("policy", "iostack.atrest.cli", "add_simulate_parser"),
 )
 
 

@@ -6,6 +6,8 @@
 - ``inspect``: one object's filter records, logical and stored bytes, and
   whether today's policy would store it differently (``iostack object inspect``);
 - ``usage``: logical vs stored bytes per tenant and container (``iostack usage``);
+- ``scan``: the objects a target covers, with their stored headers;
+- ``simulate``: what a policy would do to them (``iostack policy simulate``);
 - ``cli``: those verbs.
 
 Like Swift's own admin tools (``swift-object-info``, the container

@@ -4,6 +4,8 @@
     iostack usage                                         # every known tenant, by container
     iostack usage AUTH_t1/logs --json
     iostack usage --cached                                # the last scan, with its age
+    iostack policy simulate "FOR CONTAINER AUTH_t1/logs DO SET COMPRESSION"
+    iostack policy simulate --id P7 --json                # a stored policy
 
 They read the stored objects through Swift's internal client, so they run
 where the Swift config is: ``--swift-dir`` (default: the all-in-one's), and
@@ -20,14 +22,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from iostack.atrest import inspect, scan, usage
+from iostack.atrest import inspect, scan, simulate, usage
 from iostack.atrest.swift_access import SwiftAccess, object_path
 from iostack.controller import formatting as fmt
 from iostack.controller.cli import _common as controller_options
 from iostack.controller.client import ControllerClient, ControllerError
 from iostack.endpoints import AioNotRunning, load_aio_info, resolve_state_dir
 from iostack.filters.errors import IntegrityError
+from iostack.filters.keys import KeyFileProvider
 from iostack.filters.metadata import FilterMetadata
+from iostack.policy.reader import PolicyReader
 
 UNREACHABLE = 3
 
@@ -173,6 +177,84 @@ def usage_view(result: dict[str, Any]) -> str:
         f"scan of {result['target']} took {result['scan_seconds']} s"
         + (f"; {age:.0f} s old" if age else ""),
     ])
+
+
+def policy_simulate(ctx: Context, args) -> Any:
+    if args.id:
+        records = [ctx.client.policy(args.id)]
+    else:
+        text = " ".join(args.text) if not args.file else (
+            sys.stdin.read() if args.file == "-" else Path(args.file).read_text("utf-8"))
+        if not text.strip():
+            raise Refused("give the policy text, -f FILE or --id POLICY")
+        records = ctx.client.add_policies(text, dry_run=True)["policies"]
+    conf = ctx.access.iostack_conf
+    reader = PolicyReader(conf.get("redis_url"), prefix=conf.get("key_prefix", "iostack:"),
+                          subscribe=False)
+    try:
+        result = simulate.simulate(
+            ctx.access, reader, simulate.Candidate.from_records(records),
+            ctx.client.registry("groups"), ctx.accounts(),
+            keys=KeyFileProvider(conf["key_file"]) if conf.get("key_file") else None,
+            sample_size=args.sample, sample_bytes=args.sample_bytes, seed=args.seed,
+            limit=args.limit, progress=_simulate_progress)
+    finally:
+        reader.close()
+    print(file=sys.stderr)
+    result["policies"] = [{"id": r["id"], "text": r["text"]} for r in records]
+    return result if args.json else print(simulate_view(result))
+
+
+def _simulate_progress(state: dict[str, Any]) -> None:
+    if state["phase"] == "listing":
+        line = (f"listed {state['listed']} objects: {state['objects']} matched, "
+                f"{state['changed_objects']} would change")
+    else:
+        line = f"sampling {state['sampled']}/{state['sample_size']}"
+    end = "" if sys.stderr.isatty() else "\n"
+    print(("\r" if sys.stderr.isatty() else "") + line, end=end, file=sys.stderr, flush=True)
+
+
+def simulate_view(result: dict[str, Any]) -> str:
+    projection = result["projection"]
+    bound = projection["error_bound_bytes"]
+    bound_text = "not estimable (sample under 2)" if bound is None else f"± {bound} bytes"
+    lines = [f"{r['id']}: {r['text']}" for r in result["policies"]] + [
+        f"objects matched: {result['objects']} of {result['listed']} listed"
+        + (" (stopped at --limit)" if result["truncated"] else ""),
+        f"bytes matched: {result['bytes']} logical, {result['stored_bytes']} stored",
+        f"would change: {result['changed_objects']} objects ({result['changed_bytes']} bytes);"
+        f" {result['skipped']} manifests/symlinks left as they are",
+        f"projected stored bytes: {result['projected_stored_bytes']} ({bound_text}, "
+        f"{projection['confidence']:.0%} confidence; sample of {projection['sample_size']} "
+        f"of {projection['population']} changed objects, first "
+        f"{projection['sample_bytes_per_object']} bytes of each)",
+    ]
+    for step in projection["per_filter"]:
+        lines.append(f"  after {step['filter']}: {step['projected_bytes']} bytes")
+    if projection["not_projected"]:
+        lines.append(f"  not run here (sandboxed, counted as keeping size): "
+                     f"{', '.join(projection['not_projected'])}")
+    lines.append(f"reconcile CPU (proxy side, read + re-encode): "
+                 f"~{result['reconcile_cpu_seconds']} s")
+    return "\n".join(lines)
+
+
+def add_simulate_parser(policy_verbs: argparse._SubParsersAction) -> None:
+    """``iostack policy simulate`` (mounted on the controller CLI's ``policy`` verbs)."""
+    parser = policy_verbs.add_parser(
+        "simulate", parents=[common_parser()],
+        help="what a policy would do to the objects already stored under its targets")
+    parser.add_argument("text", nargs="*", help="policy text (quote it)")
+    parser.add_argument("-f", "--file", help="read the policies from FILE ('-': stdin)")
+    parser.add_argument("--id", help="simulate a stored policy instead")
+    parser.add_argument("--sample", type=int, default=100,
+                        help="changed objects run through the filters (default 100)")
+    parser.add_argument("--sample-bytes", type=int, default=4 << 20,
+                        help="bytes read of each sampled object (default 4 MiB)")
+    parser.add_argument("--seed", type=int, default=0, help="the sample's random seed")
+    parser.add_argument("--limit", type=int, help="list at most this many objects")
+    parser.set_defaults(func=_run(policy_simulate))
 
 
 # -- wiring ---------------------------------------------------------------------

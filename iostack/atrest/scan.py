@@ -13,8 +13,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from eventlet import GreenPool
+
 from iostack.atrest.inspect import stored_object
 from iostack.atrest.swift_access import SwiftAccess
+
+HEAD_CONCURRENCY = 8
 
 
 @dataclass(frozen=True)
@@ -79,3 +83,21 @@ def objects(access: SwiftAccess, target: Target, known_accounts: Iterable[str],
             continue
         for entry in access.objects(account, container, marker=start):
             yield account, container, entry
+
+
+def with_headers(access: SwiftAccess, listed: Iterable[tuple[str, str, dict[str, Any]]],
+                 concurrency: int = HEAD_CONCURRENCY
+                 ) -> Iterator[tuple[str, str, dict[str, Any], dict[str, str] | None]]:
+    """The listed objects with their stored headers (None: deleted since), in listing order.
+
+    The raw HEADs run ``concurrency`` at a time on green threads: each waits
+    mostly on an object server.
+    """
+    pool = GreenPool(concurrency)
+
+    def head(item: tuple[str, str, dict[str, Any]]):
+        account, container, entry = item
+        return account, container, entry, access.stored_headers(account, container,
+                                                                 entry["name"])
+
+    yield from pool.imap(head, listed)

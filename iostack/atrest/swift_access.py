@@ -82,6 +82,14 @@ class SwiftAccess:
         self.request_tries = request_tries
         self._raw: InternalClient | None = None
         self._tenant: InternalClient | None = None
+        self._iostack: dict[str, str] | None = None
+
+    @property
+    def iostack_conf(self) -> dict[str, str]:
+        """The proxies' ``[filter:iostack]`` settings (policy store, key file)."""
+        if self._iostack is None:
+            self._iostack = _sections(self.swift_dir)[1]
+        return self._iostack
 
     def _client(self, with_iostack: bool) -> InternalClient:
         _point_swift_at(str(self.swift_dir))

@@ -42,8 +42,8 @@ def scan_usage(access: SwiftAccess, target: scan.Target, known_accounts: Iterabl
     started = time.time()
     containers: dict[tuple[str, str], dict[str, Any]] = {}
     tenants: dict[str, dict[str, Any]] = {}
-    for account, container, entry in scan.objects(access, target, known_accounts):
-        headers = access.stored_headers(account, container, entry["name"])
+    for account, container, entry, headers in scan.with_headers(
+            access, scan.objects(access, target, known_accounts)):
         if headers is None:
             continue  # deleted since the listing
         stored = stored_object(account, container, entry["name"], headers)
