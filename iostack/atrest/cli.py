@@ -6,6 +6,9 @@
     iostack usage --cached                                # the last scan, with its age
     iostack policy simulate "FOR CONTAINER AUTH_t1/logs DO SET COMPRESSION"
     iostack policy simulate --id P7 --json                # a stored policy
+    iostack reconcile start AUTH_t1/logs --wait           # re-encode under today's policy
+    iostack reconcile status AUTH_t1/logs --json
+    iostack reconcile stop AUTH_t1/logs
 
 They read the stored objects through Swift's internal client, so they run
 where the Swift config is: ``--swift-dir`` (default: the all-in-one's), and
@@ -17,12 +20,16 @@ today's policies and the policy history. Exit status: 0 done, 1 refused
 from __future__ import annotations
 
 import argparse
+import os
+import signal
+import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from iostack.atrest import inspect, scan, simulate, usage
+from iostack.atrest import inspect, reconcile, scan, simulate, usage
 from iostack.atrest.swift_access import SwiftAccess, object_path
 from iostack.controller import formatting as fmt
 from iostack.controller.cli import _common as controller_options
@@ -257,6 +264,172 @@ def add_simulate_parser(policy_verbs: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=_run(policy_simulate))
 
 
+def _reconcile_target(args) -> tuple[scan.Target, Path]:
+    try:
+        target = scan.Target.parse(args.target)
+    except ValueError as exc:
+        raise Refused(str(exc)) from None
+    return target, reconcile.state_path(resolve_state_dir(args.state_dir), target)
+
+
+def _alive(pid: int | None) -> bool:
+    """Whether ``pid`` is a reconcile daemon (not a process that reused its number)."""
+    if not pid:
+        return False
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return b"reconcile" in cmdline and b"run" in cmdline
+
+
+def _status(path: Path) -> dict[str, Any] | None:
+    state = reconcile.load_state(path)
+    if state is None:
+        return None
+    data = state.to_json()
+    if state.state in ("running", "stopping") and not _alive(state.pid):
+        data["state"], data["eta_seconds"] = "interrupted", None  # killed: start resumes it
+    return data
+
+
+def reconcile_run(ctx: Context, args) -> Any:
+    target, path = _reconcile_target(args)
+    conf = ctx.access.iostack_conf
+    reader = PolicyReader(conf.get("redis_url"), prefix=conf.get("key_prefix", "iostack:"),
+                          subscribe=False)
+    worker = reconcile.Reconciler(
+        ctx.access, reader, target, [] if target.account else ctx.accounts(), path,
+        reconcile.Throttle(args.objects_per_second, args.bytes_per_second, args.duty))
+    worker.install_signals()
+    try:
+        state = worker.run()
+    finally:
+        reader.close()
+    return state.to_json() if args.json else print(reconcile_view(state.to_json()))
+
+
+def reconcile_start(ctx: Context, args) -> Any:
+    target, path = _reconcile_target(args)
+    current = _status(path)
+    if current and current["state"] in ("running", "stopping"):
+        raise Refused(f"reconcile of {target} is already running (pid {current['pid']})")
+    log = path.with_suffix(".log")
+    log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "iostack.cli", "reconcile", "run", str(target),
+            "--swift-dir", str(ctx.swift_dir), "--state-dir", str(resolve_state_dir(
+                args.state_dir)), "--duty", str(args.duty)]
+    for flag, value in (("--objects-per-second", args.objects_per_second),
+                        ("--bytes-per-second", args.bytes_per_second)):
+        if value:
+            argv += [flag, str(value)]
+    # The controller's token goes by environment, never on a command line.
+    env = dict(os.environ, IOSTACK_URL=ctx.client.url, IOSTACK_TOKEN=ctx.client.token or "")
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,  # noqa: S603
+                                stderr=out, env=env, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while (_status(path) or {}).get("pid") != proc.pid:
+        if proc.poll() is not None:
+            raise Refused(f"the reconcile daemon exited at once (status {proc.returncode}); "
+                          f"see {log}")
+        if time.monotonic() > deadline:
+            raise Refused(f"the reconcile daemon did not report within 60 s; see {log}")
+        time.sleep(0.2)
+    if not args.wait:
+        started = _status(path)
+        return started if args.json else print(
+            f"reconcile of {target} started (pid {proc.pid}); "
+            f"'iostack reconcile status {target}' shows its progress")
+    final = _wait(path)
+    return final if args.json else print(reconcile_view(final))
+
+
+def _wait(path: Path) -> dict[str, Any]:
+    tty = sys.stderr.isatty()
+    shown = 0.0
+    while True:
+        status = _status(path) or {}
+        if status.get("state") not in ("running", "stopping"):
+            if tty:
+                print(file=sys.stderr)
+            return status
+        if tty or time.monotonic() - shown >= 5:
+            shown = time.monotonic()
+            print(("\r" if tty else "") + progress_bar(status), end="" if tty else "\n",
+                  file=sys.stderr, flush=True)
+        time.sleep(0.5)
+
+
+def progress_bar(status: dict[str, Any], width: int = 30) -> str:
+    total = status.get("total") or 0
+    done = min(status["scanned"], total) if total else status["scanned"]
+    filled = int(width * done / total) if total else 0
+    eta = status.get("eta_seconds")
+    return (f"[{'#' * filled}{'.' * (width - filled)}] {status['scanned']}/{total or '?'} "
+            f"objects, {status['reencoded']} re-encoded, {status['failed']} failed"
+            + (f", ETA {eta:.0f} s" if eta is not None else ""))
+
+
+def reconcile_status(ctx: Context, args) -> Any:
+    _target, path = _reconcile_target(args)
+    status = _status(path)
+    if status is None:
+        raise Refused(f"no reconcile of {args.target} has run")
+    return status if args.json else print(reconcile_view(status))
+
+
+def reconcile_stop(ctx: Context, args) -> Any:
+    target, path = _reconcile_target(args)
+    status = _status(path)
+    if not status or status["state"] not in ("running", "stopping"):
+        raise Refused(f"no reconcile of {target} is running")
+    os.kill(status["pid"], signal.SIGTERM)
+    deadline = time.monotonic() + 120
+    while _alive(status["pid"]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    final = _status(path)
+    return final if args.json else print(reconcile_view(final))
+
+
+def reconcile_view(status: dict[str, Any]) -> str:
+    lines = [f"reconcile of {status['target']}: {status['state']}", "  " + progress_bar(status),
+             f"  skipped {status['skipped']} (up to date, manifests, expired; "
+             f"{status['raced']} a tenant changed first)",
+             f"  re-encoded {status['bytes_reencoded']} logical bytes: stored "
+             f"{status['stored_bytes_before']} -> {status['stored_bytes_after']} bytes",
+             f"  {status['objects_per_second']} objects/s over {status['seconds']:.1f} s"]
+    if status.get("error"):
+        lines.append(f"  error: {status['error']}")
+    lines += [f"  failed: {why}" for why in status.get("failures", [])]
+    return "\n".join(lines)
+
+
+def _add_reconcile_parsers(subparsers, common: argparse.ArgumentParser) -> None:
+    verbs = subparsers.add_parser(
+        "reconcile", help="re-encode stored objects under today's policy").add_subparsers(
+        dest="reconcile_command", required=True)
+    throttle = argparse.ArgumentParser(add_help=False)
+    throttle.add_argument("--objects-per-second", type=float, help="at most this many objects/s")
+    throttle.add_argument("--bytes-per-second", type=float, help="at most this many bytes/s")
+    throttle.add_argument("--duty", type=float, default=0.5,
+                          help="share of wall time it works, resting in proportion to how "
+                               "long objects take (default 0.5)")
+    for name, handler, help_text, parents in (
+            ("start", reconcile_start, "start (or resume) a pass in the background",
+             [common, throttle]),
+            ("run", reconcile_run, "run a pass in the foreground (what start runs)",
+             [common, throttle]),
+            ("status", reconcile_status, "progress, counts and ETA", [common]),
+            ("stop", reconcile_stop, "stop a pass (start resumes it)", [common])):
+        parser = verbs.add_parser(name, parents=parents, help=help_text)
+        parser.add_argument("target", help="ACCOUNT, ACCOUNT/CONTAINER or ACCOUNT/CONTAINER/OBJECT")
+        parser.set_defaults(func=_run(handler))
+        if name == "start":
+            parser.add_argument("--wait", action="store_true",
+                                help="show a progress bar and return when the pass ends")
+
+
 # -- wiring ---------------------------------------------------------------------
 
 
@@ -306,4 +479,5 @@ def register(subparsers: argparse._SubParsersAction) -> dict[str, argparse._SubP
     usage_parser.add_argument("--cached", action="store_true",
                               help="show the last scan and its age instead of scanning")
     usage_parser.set_defaults(func=_run(usage_cmd))
+    _add_reconcile_parsers(subparsers, common)
     return {"object": obj}

@@ -4,7 +4,7 @@ A target is ``ACCOUNT``, ``ACCOUNT/CONTAINER`` or ``ACCOUNT/CONTAINER/OBJECT``
 (or ``/v1/...``), a policy target (``tenant:AUTH_t1``, ``container:*/logs``),
 or nothing for every known account. Containers of every kind are listed,
 Swift's reserved ones (object versions) and S3's ``+segments`` included:
-their objects are stored objects too.
+their objects are stored objects too; a container target includes its own.
 """
 
 from __future__ import annotations
@@ -14,9 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from eventlet import GreenPool
+from swift.common.request_helpers import get_reserved_name
 
 from iostack.atrest.inspect import stored_object
 from iostack.atrest.swift_access import SwiftAccess
+from iostack.policy.view import OBJECT_VERSIONS, S3_SEGMENTS_SUFFIX
 
 HEAD_CONCURRENCY = 8
 
@@ -53,6 +55,11 @@ def containers(access: SwiftAccess, target: Target,
     for account in accounts:
         if target.container and target.container != "*":
             yield account, target.container
+            if not target.obj:
+                # Where Swift keeps the container's old versions and S3 its
+                # multipart parts: the tenant's data too, under its policy.
+                yield account, get_reserved_name(OBJECT_VERSIONS, target.container)
+                yield account, target.container + S3_SEGMENTS_SUFFIX
             continue
         for entry in access.containers(account):
             yield account, entry["name"]

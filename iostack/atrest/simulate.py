@@ -102,7 +102,7 @@ def with_candidate(levels: list[Level], candidate: Candidate, info: RequestInfo,
             for level, target in order if rules.get((level, target))]
 
 
-def _request_info(stored: StoredObject) -> RequestInfo:
+def request_info(stored: StoredObject) -> RequestInfo:
     """The PUT of this object as the proxies would see it (its policy paths included)."""
     headers = {"Content-Length": str(stored.logical_bytes), "Content-Type": stored.content_type}
     headers |= {f"X-Object-Meta-{k}": v for k, v in stored.user_meta.items()}
@@ -223,7 +223,7 @@ def simulate(access: SwiftAccess, reader: PolicyReader, candidate: Candidate,
             if headers is None:
                 continue
             stored = stored_object(account, container, entry["name"], headers)
-            info = _request_info(stored)
+            info = request_info(stored)
             levels, filters, object_types = reader.lookup(info)
             resolution = resolve(info, with_candidate(levels, candidate, info, groups),
                                  filters, object_types)

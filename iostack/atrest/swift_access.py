@@ -120,6 +120,12 @@ class SwiftAccess:
             return None
         return dict(resp.headers)
 
+    def object_count(self, account: str, container: str) -> int:
+        """Objects in a container, from its database (0 if it does not exist)."""
+        resp = self.raw.make_request("HEAD", "/v1/" + "/".join(
+            quote(p) for p in (account, container)), {}, (2, 404))
+        return int(resp.headers.get("X-Container-Object-Count", 0)) if resp.is_success else 0
+
     def containers(self, account: str) -> Iterator[dict[str, Any]]:
         yield from self.raw.iter_containers(account, acceptable_statuses=(2, 404))
 

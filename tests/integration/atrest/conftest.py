@@ -26,7 +26,11 @@ def container(t1) -> Iterator[str]:
     yield name
     for entry in t1.get_container(name, full_listing=True)[1]:
         t1.delete_object(name, entry["name"])
-    t1.delete_container(name)
+    try:
+        t1.delete_container(name)
+    except swiftclient.ClientException as exc:
+        if exc.http_status != 409:  # a versioned container keeps its old versions: left as is
+            raise
 
 
 @pytest.fixture
