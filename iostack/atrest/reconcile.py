@@ -46,13 +46,13 @@ import json
 import os
 import signal
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from swift.common.swob import Request
-from swift.common.utils import Timestamp, close_if_possible
+from swift.common.utils import FileLikeIter, Timestamp, close_if_possible
 
 from iostack.atrest import scan
 from iostack.atrest.inspect import StoredObject, differences, stored_object, today_layers
@@ -155,25 +155,6 @@ def _put_headers(stored: StoredObject, headers: dict[str, str]) -> dict[str, str
                 and not name.startswith((SYSMETA_PREFIX.lower(), OVERRIDE_PREFIX.lower()))):
             out[name] = value
     return out
-
-
-class _BodyFile:
-    """File-like view of a GET's app_iter, for the PUT that writes it back."""
-
-    def __init__(self, chunks: Iterable[bytes]) -> None:
-        self._chunks: Iterator[bytes] = iter(chunks)
-        self._pending = b""
-
-    def read(self, size: int = -1) -> bytes:
-        while size < 0 or len(self._pending) < size:
-            chunk = next(self._chunks, b"")
-            if not chunk:
-                break
-            self._pending += chunk
-        if size < 0:
-            size = len(self._pending)
-        data, self._pending = self._pending[:size], self._pending[size:]
-        return data
 
 
 class Reconciler:
@@ -287,7 +268,7 @@ class Reconciler:
             return 0
         put_headers = _put_headers(stored, headers)
         put = Request.blank(path, environ={"REQUEST_METHOD": "PUT"}, headers=put_headers)
-        put.environ["wsgi.input"] = _BodyFile(source.app_iter)
+        put.environ["wsgi.input"] = FileLikeIter(source.app_iter)
         try:
             resp = put.get_response(app)
             resp.body  # noqa: B018 - read the answer to its end

@@ -11,7 +11,7 @@ import uuid
 import boto3
 import pytest
 from botocore.config import Config
-from swift.common.utils import Timestamp
+from swift.common.utils import FileLikeIter, Timestamp
 
 from iostack.atrest import reconcile
 from iostack.atrest.inspect import stored_object
@@ -137,7 +137,6 @@ def test_a_tenant_write_or_delete_during_a_reencode_wins(
     reader = PolicyReader(conf["redis_url"], prefix=conf["key_prefix"], subscribe=False)
     worker = reconcile.Reconciler(access, reader, Target("AUTH_t1", container), [],
                                   tmp_path / "state.json")
-    real_read = reconcile._BodyFile.read
     tenant_acts = {"overwritten": lambda: t1.put_object(container, "overwritten", b"tenant v2"),
                    "deleted": lambda: t1.delete_object(container, "deleted")}
     try:
@@ -146,12 +145,13 @@ def test_a_tenant_write_or_delete_during_a_reencode_wins(
             target = stored_object("AUTH_t1", container, name, headers)
             acted = []
 
-            def read(self, size=-1, act=act, acted=acted):
-                if not acted:  # between the daemon's read and its write-back
-                    acted.append(act())
-                return real_read(self, size)
+            class ActingBody(FileLikeIter):
+                def read(self, size=-1, act=act, acted=acted):
+                    if not acted:  # between the daemon's read and its write-back
+                        acted.append(act())
+                    return super().read(size)
 
-            monkeypatch.setattr(reconcile._BodyFile, "read", read)
+            monkeypatch.setattr(reconcile, "FileLikeIter", ActingBody)
             state = reconcile.ReconcileState("test")
             worker._reencode(state, target, headers)
             assert acted and (state.reencoded, state.raced) == (0, 1), name
