@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from iostack.atrest import inspect, reconcile, scan, simulate, usage
-from iostack.atrest.swift_access import SwiftAccess, object_path
+from iostack.atrest.swift_access import SwiftAccess
 from iostack.controller import formatting as fmt
 from iostack.controller.cli import _common as controller_options
 from iostack.controller.client import ControllerClient, ControllerError
@@ -39,8 +39,10 @@ from iostack.filters.errors import IntegrityError
 from iostack.filters.keys import KeyFileProvider
 from iostack.filters.metadata import FilterMetadata
 from iostack.policy.reader import PolicyReader
+from iostack.policy.resolve import resolve
 
 UNREACHABLE = 3
+NOW_HELP = "judge OBJECT_AGE as of this UNIX time (default: now)"
 
 
 class Refused(Exception):
@@ -56,6 +58,21 @@ class Context:
         self.swift_dir = args.swift_dir or load_aio_info(args.state_dir)["swift_dir"]
         self.access = SwiftAccess(self.swift_dir)
         self._filters: dict[str, FilterMetadata] | None = None
+        self._reader: PolicyReader | None = None
+
+    @property
+    def reader(self) -> PolicyReader:
+        """The proxies' policy store, read as they read it (closed by ``_run``)."""
+        if self._reader is None:
+            conf = self.access.iostack_conf
+            self._reader = PolicyReader(conf.get("redis_url"),
+                                        prefix=conf.get("key_prefix", "iostack:"),
+                                        subscribe=False)
+        return self._reader
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
 
     @property
     def filters(self) -> dict[str, FilterMetadata]:
@@ -84,10 +101,10 @@ def object_inspect(ctx: Context, args) -> Any:
         stored = inspect.stored_object(account, container, obj, headers)
     except IntegrityError as exc:
         raise Refused(f"{args.path}: {exc}") from None
-    explain = ctx.client.explain("PUT", object_path(account, container, obj),
-                                 stored.logical_bytes,
-                                 {"Content-Type": stored.content_type}
-                                 | {f"X-Object-Meta-{k}": v for k, v in stored.user_meta.items()})
+    info = simulate.request_info(stored, args.now or time.time())
+    levels, filters, object_types = ctx.reader.lookup(info)
+    pipeline = [entry.to_json() for entry in resolve(info, levels, filters, object_types).pipeline]
+    explain = {"pipeline": inspect.masked(pipeline, ctx.filters)}
     result = inspect.inspect_json(stored, explain, ctx.filters,
                                   ctx.client.history()["history"])
     return result if args.json else print(inspect_view(result))
@@ -196,17 +213,12 @@ def policy_simulate(ctx: Context, args) -> Any:
             raise Refused("give the policy text, -f FILE or --id POLICY")
         records = ctx.client.add_policies(text, dry_run=True)["policies"]
     conf = ctx.access.iostack_conf
-    reader = PolicyReader(conf.get("redis_url"), prefix=conf.get("key_prefix", "iostack:"),
-                          subscribe=False)
-    try:
-        result = simulate.simulate(
-            ctx.access, reader, simulate.Candidate.from_records(records),
-            ctx.client.registry("groups"), ctx.accounts(),
-            keys=KeyFileProvider(conf["key_file"]) if conf.get("key_file") else None,
-            sample_size=args.sample, sample_bytes=args.sample_bytes, seed=args.seed,
-            limit=args.limit, progress=_simulate_progress)
-    finally:
-        reader.close()
+    result = simulate.simulate(
+        ctx.access, ctx.reader, simulate.Candidate.from_records(records),
+        ctx.client.registry("groups"), ctx.accounts(),
+        keys=KeyFileProvider(conf["key_file"]) if conf.get("key_file") else None,
+        sample_size=args.sample, sample_bytes=args.sample_bytes, seed=args.seed,
+        limit=args.limit, progress=_simulate_progress, now=args.now)
     print(file=sys.stderr)
     result["policies"] = [{"id": r["id"], "text": r["text"]} for r in records]
     return result if args.json else print(simulate_view(result))
@@ -261,6 +273,7 @@ def add_simulate_parser(policy_verbs: argparse._SubParsersAction) -> None:
                         help="bytes read of each sampled object (default 4 MiB)")
     parser.add_argument("--seed", type=int, default=0, help="the sample's random seed")
     parser.add_argument("--limit", type=int, help="list at most this many objects")
+    parser.add_argument("--now", type=float, help=NOW_HELP)
     parser.set_defaults(func=_run(policy_simulate))
 
 
@@ -295,17 +308,12 @@ def _status(path: Path) -> dict[str, Any] | None:
 
 def reconcile_run(ctx: Context, args) -> Any:
     target, path = _reconcile_target(args)
-    conf = ctx.access.iostack_conf
-    reader = PolicyReader(conf.get("redis_url"), prefix=conf.get("key_prefix", "iostack:"),
-                          subscribe=False)
     worker = reconcile.Reconciler(
-        ctx.access, reader, target, [] if target.account else ctx.accounts(), path,
-        reconcile.Throttle(args.objects_per_second, args.bytes_per_second, args.duty))
+        ctx.access, ctx.reader, target, [] if target.account else ctx.accounts(), path,
+        reconcile.Throttle(args.objects_per_second, args.bytes_per_second, args.duty),
+        clock=(lambda: args.now) if args.now else time.time)
     worker.install_signals()
-    try:
-        state = worker.run()
-    finally:
-        reader.close()
+    state = worker.run()
     return state.to_json() if args.json else print(reconcile_view(state.to_json()))
 
 
@@ -320,7 +328,7 @@ def reconcile_start(ctx: Context, args) -> Any:
             "--swift-dir", str(ctx.swift_dir), "--state-dir", str(resolve_state_dir(
                 args.state_dir)), "--duty", str(args.duty)]
     for flag, value in (("--objects-per-second", args.objects_per_second),
-                        ("--bytes-per-second", args.bytes_per_second)):
+                        ("--bytes-per-second", args.bytes_per_second), ("--now", args.now)):
         if value:
             argv += [flag, str(value)]
     # The controller's token goes by environment, never on a command line.
@@ -412,6 +420,7 @@ def _add_reconcile_parsers(subparsers, common: argparse.ArgumentParser) -> None:
     throttle = argparse.ArgumentParser(add_help=False)
     throttle.add_argument("--objects-per-second", type=float, help="at most this many objects/s")
     throttle.add_argument("--bytes-per-second", type=float, help="at most this many bytes/s")
+    throttle.add_argument("--now", type=float, help=NOW_HELP)
     throttle.add_argument("--duty", type=float, default=0.5,
                           help="share of wall time it works, resting in proportion to how "
                                "long objects take (default 0.5)")
@@ -435,8 +444,10 @@ def _add_reconcile_parsers(subparsers, common: argparse.ArgumentParser) -> None:
 
 def _run(handler: Callable[[Context, argparse.Namespace], Any]):
     def run(args: argparse.Namespace) -> int:
+        ctx = None
         try:
-            result = handler(Context(args), args)
+            ctx = Context(args)
+            result = handler(ctx, args)
         except AioNotRunning as exc:
             print(f"iostack: {exc} (or give --swift-dir, --url and --token)", file=sys.stderr)
             return UNREACHABLE
@@ -449,6 +460,9 @@ def _run(handler: Callable[[Context, argparse.Namespace], Any]):
         except Refused as exc:
             print(f"iostack: {exc}", file=sys.stderr)
             return 1
+        finally:
+            if ctx is not None:
+                ctx.close()
         if args.json and result is not None:
             print(fmt.json_text(result))
         return 0
@@ -471,6 +485,7 @@ def register(subparsers: argparse._SubParsersAction) -> dict[str, argparse._SubP
     inspect_parser = obj.add_parser("inspect", parents=[common],
                                     help="what an object went through, and today's policy")
     inspect_parser.add_argument("path", help="/v1/ACCOUNT/CONTAINER/OBJECT")
+    inspect_parser.add_argument("--now", type=float, help=NOW_HELP)
     inspect_parser.set_defaults(func=_run(object_inspect))
     usage_parser = subparsers.add_parser("usage", parents=[common],
                                          help="logical vs stored bytes per tenant and container")

@@ -2,9 +2,9 @@
 
 Everything about the stored form comes from one raw HEAD (``swift_access``):
 the two layers' filter records (``iostack.swift_middleware.enforce.record``),
-the stored length, the tenant's length and ETag. Today's pipeline comes from
-the controller's ``explain`` of a PUT of the same object (its size, type and
-user metadata), so the comparison uses the very resolution the proxies run.
+the stored length, the tenant's length and ETag. Today's pipeline is that of
+a PUT of the same object (its size, type, user metadata and age), resolved
+from the proxies' policy store by the resolution they run (``explain``'s).
 The policy version an object was written under is the policy history's
 last version at the object's timestamp (``written_under``): records do not
 name one, and history is where versions are kept.
@@ -134,6 +134,18 @@ def today_layers(explain: Mapping[str, Any],
         layers["object" if entry.get("stage") == "object" else "proxy"].append(
             (spec.name, params))
     return layers
+
+
+def masked(pipeline: list[dict[str, Any]],
+           filters: Mapping[str, FilterMetadata]) -> list[dict[str, Any]]:
+    """Pipeline entries (``PipelineEntry.to_json``) with ``secret`` parameters as ``***``."""
+    out = []
+    for entry in pipeline:
+        meta = filters.get(entry["filter"])
+        secret = {p.name for p in meta.params if p.type == "secret"} if meta else set()
+        out.append(entry | {"params": {k: SECRET if k in secret else v
+                                       for k, v in entry["params"].items()}})
+    return out
 
 
 def recorded_layers(stored: StoredObject,

@@ -20,12 +20,16 @@ today's policy, with:
   the timestamp's normal part, so it does not change.
 - The tenant's ETag as ``Etag``: a read torn by a concurrent change fails
   the PUT (422) instead of storing bytes the tenant never wrote.
+- ``X-Backend-Iostack-Object-Age``: the object's age, so the middleware
+  resolves ``TO OBJECT_AGE`` as this pass did (a write is otherwise new).
 - Content-Type, user metadata, ``X-Delete-At`` and Swift's other allowed
   object headers, and other middlewares' sysmeta, as stored. IOStack's own
   records and container-update overrides are not copied: the middleware
   writes the new ones.
 
-SLO/DLO manifests and symlinks are skipped (their segments are objects of
+``TO OBJECT_AGE`` conditions hold or fail on the object's age at ``clock()``
+(the present, unless the caller gives another time). SLO/DLO manifests and
+symlinks are skipped (their segments are objects of
 their own and are reconciled as such); so are objects whose ``X-Delete-At``
 has passed.
 
@@ -61,6 +65,7 @@ from iostack.atrest.swift_access import SwiftAccess, object_path
 from iostack.filters.errors import IntegrityError
 from iostack.policy.reader import PolicyReader
 from iostack.policy.resolve import resolve
+from iostack.policy.view import AGE_HEADER
 from iostack.swift_middleware.enforce.record import OVERRIDE_PREFIX, SYSMETA_PREFIX
 
 SAVE_EVERY = 0.5  # seconds between progress saves
@@ -144,9 +149,9 @@ class Throttle:
         return max(wait, 0.0)
 
 
-def _put_headers(stored: StoredObject, headers: dict[str, str]) -> dict[str, str]:
+def _put_headers(stored: StoredObject, headers: dict[str, str], age: float) -> dict[str, str]:
     lower = {k.lower(): v for k, v in headers.items()}
-    out = {"X-Timestamp": Timestamp(stored.timestamp, offset=1).internal,
+    out = {"X-Timestamp": Timestamp(stored.timestamp, offset=1).internal, AGE_HEADER: str(age),
            "Content-Type": stored.content_type, "Content-Length": str(stored.logical_bytes),
            "Etag": stored.etag, "X-Backend-Allow-Reserved-Names": "true"}
     for name, value in lower.items():
@@ -209,7 +214,7 @@ class Reconciler:
                 state.position = [account, container, entry["name"]]
                 state.seconds = seconds + time.monotonic() - began
                 if time.monotonic() - saved >= SAVE_EVERY:
-                    state.updated = self.clock()
+                    state.updated = time.time()
                     save_state(self.path, state)
                     saved = time.monotonic()
                 rest = self.throttle.rest(time.monotonic() - started, size)
@@ -222,7 +227,7 @@ class Reconciler:
             raise
         finally:
             state.seconds = seconds + time.monotonic() - began
-            state.updated, state.pid = self.clock(), None
+            state.updated, state.pid = time.time(), None
             save_state(self.path, state)
         return state
 
@@ -237,10 +242,11 @@ class Reconciler:
         except IntegrityError as exc:
             self._failed(state, f"{object_path(account, container, obj)}: {exc}")
             return 0
-        if stored.kind != "object" or (stored.delete_at and stored.delete_at <= self.clock()):
+        # Swift refuses a PUT whose X-Delete-At has passed (now, whatever the clock says).
+        if stored.kind != "object" or (stored.delete_at and stored.delete_at <= time.time()):
             state.skipped += 1
             return 0
-        info = request_info(stored)
+        info = request_info(stored, self.clock())
         levels, filters, object_types = self.reader.lookup(info)
         pipeline = resolve(info, levels, filters, object_types).pipeline
         if not differences(stored, today_layers(
@@ -266,7 +272,7 @@ class Reconciler:
             close_if_possible(source.app_iter)
             self._failed(state, f"{path}: GET {source.status}")
             return 0
-        put_headers = _put_headers(stored, headers)
+        put_headers = _put_headers(stored, headers, request_info(stored, self.clock()).age)
         put = Request.blank(path, environ={"REQUEST_METHOD": "PUT"}, headers=put_headers)
         put.environ["wsgi.input"] = FileLikeIter(source.app_iter)
         try:

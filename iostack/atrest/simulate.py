@@ -5,7 +5,8 @@ resolves the pipeline a PUT of it would get with the policy added to today's
 rules: the rules in force as the proxies read them (``PolicyReader`` on the
 proxies' policy store), plus the candidate's compiled rules at their levels
 (``with_candidate``), through the same ``resolve`` as the data path, so
-``TO`` conditions hold or fail as they would on a write. One raw HEAD per
+``TO`` conditions hold or fail as they would on a write; ``OBJECT_AGE`` is
+the object's age at ``now`` (default: the present). One raw HEAD per
 object gives its record and attributes (size, type, tags), so the objects
 whose record differs from that pipeline (``inspect.differences``) are
 counted exactly: those are what ``iostack reconcile`` would re-encode.
@@ -25,6 +26,7 @@ and the answer names them.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import random
@@ -34,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from swift.common.swob import Request
+from swift.common.utils import Timestamp
 
 from iostack.atrest import scan
 from iostack.atrest.inspect import StoredObject, differences, stored_object, today_layers
@@ -102,13 +105,15 @@ def with_candidate(levels: list[Level], candidate: Candidate, info: RequestInfo,
             for level, target in order if rules.get((level, target))]
 
 
-def request_info(stored: StoredObject) -> RequestInfo:
-    """The PUT of this object as the proxies would see it (its policy paths included)."""
+def request_info(stored: StoredObject, now: float) -> RequestInfo:
+    """The PUT of this object as the proxies would see it (its policy paths included),
+    with the object's age at ``now`` for ``TO OBJECT_AGE``."""
     headers = {"Content-Length": str(stored.logical_bytes), "Content-Type": stored.content_type}
     headers |= {f"X-Object-Meta-{k}": v for k, v in stored.user_meta.items()}
     env = Request.blank(object_path(stored.account, stored.container, stored.obj),
                         environ={"REQUEST_METHOD": "PUT"}, headers=headers).environ
-    return view_for(env).info
+    age = max(0.0, now - float(Timestamp(stored.timestamp)))
+    return dataclasses.replace(view_for(env).info, age=age)
 
 
 def encoding_steps(pipeline: list[PipelineEntry]) -> list[PipelineEntry]:
@@ -202,7 +207,8 @@ def simulate(access: SwiftAccess, reader: PolicyReader, candidate: Candidate,
              groups: Mapping[str, list[str]], known_accounts: Iterable[str], *,
              keys: KeyProvider | None = None, sample_size: int = 100,
              sample_bytes: int = 4 << 20, seed: int = 0, limit: int | None = None,
-             progress: Progress | None = None, every: float = 1.0) -> dict[str, Any]:
+             progress: Progress | None = None, every: float = 1.0,
+             now: float | None = None) -> dict[str, Any]:
     """Impact of ``candidate`` over the objects its targets hold (see the module docstring)."""
     started = time.monotonic()
     known_accounts = list(known_accounts)
@@ -223,7 +229,7 @@ def simulate(access: SwiftAccess, reader: PolicyReader, candidate: Candidate,
             if headers is None:
                 continue
             stored = stored_object(account, container, entry["name"], headers)
-            info = request_info(stored)
+            info = request_info(stored, now if now is not None else time.time())
             levels, filters, object_types = reader.lookup(info)
             resolution = resolve(info, with_candidate(levels, candidate, info, groups),
                                  filters, object_types)

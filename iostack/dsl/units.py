@@ -9,7 +9,7 @@ that filter parameters and metrics are declared in:
 - rates in bytes per second: a size unit followed by ``ps`` or ``/s``
   (``30MBps`` is 30,000,000 bytes/s, ``10MiBps`` is 10 MiB/s).
 - operation rates in operations per second: ``ops``, ``iops`` (``500ops``).
-- durations in seconds: ``ms``, ``s``, ``min``, ``h``.
+- durations in seconds: ``ms``, ``s``, ``min``, ``h``, ``d``.
 
 Units are case-insensitive. A bare number has no unit and is taken in the base
 unit of whatever it is compared with or assigned to.
@@ -28,7 +28,7 @@ SIZE_UNITS = {
     "t": 1024**4, "tib": 1024**4, "tb": 1000**4,
 }
 OPS_UNITS = {"ops": 1, "iops": 1, "ops/s": 1, "iops/s": 1}
-DURATION_UNITS = {"ms": 0.001, "s": 1, "sec": 1, "min": 60, "h": 3600}
+DURATION_UNITS = {"ms": 0.001, "s": 1, "sec": 1, "min": 60, "h": 3600, "d": 86400}
 
 # What a value measures once its unit is known ("number" when it has none).
 KINDS = ("number", "size", "rate", "ops", "duration")

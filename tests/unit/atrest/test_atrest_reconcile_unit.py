@@ -26,7 +26,7 @@ STORED = {"Content-Length": "76", "Etag": "stored", "Content-Type": "text/csv",
 
 def test_a_write_back_keeps_the_tenants_attributes_and_sorts_just_after_the_object():
     stored = stored_object("a", "c", "o", STORED)
-    headers = {k.lower(): v for k, v in _put_headers(stored, STORED).items()}
+    headers = {k.lower(): v for k, v in _put_headers(stored, STORED, 5.0).items()}
     when = Timestamp(headers["x-timestamp"])
     assert when.offset == 1 and when.normal == "1795717198.61242"
     assert Timestamp("1795717198.61242") < when < Timestamp("1795717198.61243")
@@ -34,6 +34,7 @@ def test_a_write_back_keeps_the_tenants_attributes_and_sorts_just_after_the_obje
     assert headers["content-type"] == "text/csv"
     assert headers["x-object-meta-owner"] == "alice" and headers["x-delete-at"] == "1900000000"
     assert headers["content-disposition"] == "inline"
+    assert headers["x-backend-iostack-object-age"] == "5.0"
     assert headers["x-object-sysmeta-s3api-upload-id"] == "u1"
     assert not any(k.startswith(("x-object-sysmeta-iostack", "x-object-sysmeta-container"))
                    for k in headers)
@@ -43,7 +44,7 @@ def test_a_write_back_keeps_the_tenants_attributes_and_sorts_just_after_the_obje
 def test_a_second_reencode_raises_the_offset_again():
     once = stored_object("a", "c", "o", STORED | {"X-Backend-Timestamp":
                                                   "1795717198.61242_0000000000000001"})
-    assert Timestamp(_put_headers(once, STORED)["X-Timestamp"]).offset == 2
+    assert Timestamp(_put_headers(once, STORED, 0.0)["X-Timestamp"]).offset == 2
 
 
 def test_throttle_rests_for_its_duty_cycle_and_rates():
