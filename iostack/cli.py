@@ -24,11 +24,13 @@ COMMAND_MODULES = (
     "iostack.storlet_runtime.cli",
     "iostack.block_bridge.cli",
     "iostack.doctor.cli",
+    "iostack.atrest.cli",
 )
 
 # (command, module, function): ``function(verbs)`` adds its verb to ``command``'s verbs.
 MOUNTS = (
     ("filter", "iostack.storlet_runtime.cli", "add_upload_parser"),
+    ("policy", "iostack.atrest.cli", "add_simulate_parser"),
 )
 
 

@@ -89,7 +89,7 @@ class Action:
 
 @dataclass(frozen=True)
 class ObjectCond:
-    """A ``TO`` clause item: kind is type, size, tag or name."""
+    """A ``TO`` clause item: kind is type, size, age, tag or name."""
 
     kind: str
     op: str

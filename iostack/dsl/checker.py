@@ -356,6 +356,12 @@ class _Checker:
             if quantity.kind not in ("number", "size"):
                 raise _at(node.value, f"OBJECT_SIZE takes a size, got {node.value.raw}")
             return {"kind": "size", "op": node.op, "value": quantity.as_number}
+        if node.kind == "age":
+            quantity = node.value.data
+            if quantity.kind != "duration":
+                raise _at(node.value, f"OBJECT_AGE takes a duration (e.g. 30d), "
+                                      f"got {node.value.raw}")
+            return {"kind": "age", "op": node.op, "value": quantity.as_number}
         if node.kind == "tag":
             return {"kind": "tag", "key": node.key, "value": _text(node.value)}
         return {"kind": "name", "value": node.value.data}

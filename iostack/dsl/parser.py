@@ -17,7 +17,8 @@ Grammar (keywords case-insensitive; ``[]`` optional, ``{}`` repeated)::
                | SANDBOXED | NATIVE   (run in the Storlets sandbox, or in-process)
     param     := name "=" value          value: number[unit], hex, name, "string"
     object_conds := object_cond {"," object_cond}
-    object_cond  := OBJECT_TYPE=name | OBJECT_SIZE op size | OBJECT_TAG=key:value
+    object_cond  := OBJECT_TYPE=name | OBJECT_SIZE op size | OBJECT_AGE op duration
+                  | OBJECT_TAG=key:value
                   | OBJECT_NAME=~regex  (regex bare up to a blank or ",", or quoted)
 
 Statements are parsed one by one so that every broken line is reported, each
@@ -314,6 +315,12 @@ def p_object_cond_size(p):
     """object_cond : OBJECT_SIZE cmp_op QUANTITY"""
     kw = _tok(p, 1)
     p[0] = ObjectCond("size", p[2], make_value(_tok(p, 3)), kw.line, kw.column)
+
+
+def p_object_cond_age(p):
+    """object_cond : OBJECT_AGE cmp_op QUANTITY"""
+    kw = _tok(p, 1)
+    p[0] = ObjectCond("age", p[2], make_value(_tok(p, 3)), kw.line, kw.column)
 
 
 def p_object_cond_tag(p):

@@ -14,7 +14,7 @@ that filter parameters and metrics are declared in:
   3,750,000 bytes/s); the checker shows the conversion as a warning. A size
   in bits (``10Mb``) is refused with the byte spelling to use instead.
 - operation rates in operations per second: ``ops``, ``iops`` (``500ops``).
-- durations in seconds: ``ms``, ``s``, ``min``, ``h``.
+- durations in seconds: ``ms``, ``s``, ``min``, ``h``, ``d``.
 
 Units are case-insensitive except for that ``b``/``B``. A bare number has no
 unit and is taken in the base unit of whatever it is compared with or
@@ -35,7 +35,7 @@ SIZE_UNITS = {
     "t": 1024**4, "tib": 1024**4, "tb": 1000**4,
 }
 OPS_UNITS = {"ops": 1, "iops": 1, "ops/s": 1, "iops/s": 1}
-DURATION_UNITS = {"ms": 0.001, "s": 1, "sec": 1, "min": 60, "h": 3600}
+DURATION_UNITS = {"ms": 0.001, "s": 1, "sec": 1, "min": 60, "h": 3600, "d": 86400}
 
 # What a value measures once its unit is known ("number" when it has none).
 KINDS = ("number", "size", "rate", "ops", "duration")

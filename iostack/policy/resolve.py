@@ -17,6 +17,8 @@ in submission order. For each filter:
   of the same ``layout_group`` (a container's zstd compressor wins over the
   tenant's gzip one instead of compressing twice).
 - Rules whose ``TO`` conditions do not hold for this object are skipped.
+  ``OBJECT_AGE`` is the time since the object was last written: 0 for the
+  write itself, its real age in reconcile passes over stored objects.
 
 Then filters that do not act on the request's method are dropped (a PUT-only
 transform is undone on GET from the object's sysmeta, not from policy),
@@ -55,6 +57,9 @@ class RequestInfo:
     # request's own by default; a write that lands elsewhere than where the
     # tenant wrote (S3 multipart parts, archived versions) adds the origin first.
     policy_paths: tuple[tuple[str | None, str | None], ...] = ()
+    # Seconds since the object was last written: a write makes a new object (age 0);
+    # reconcile passes give stored objects theirs (``TO OBJECT_AGE``).
+    age: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.policy_paths:
@@ -220,6 +225,10 @@ def match_object_conds(conds, request: RequestInfo,
                 return False, f"OBJECT_SIZE {cond['op']} {cond['value']}: size unknown"
             if not _compare(request.size, cond["op"], cond["value"]):
                 return False, f"size {request.size} is not {cond['op']} {cond['value']}"
+        elif kind == "age":
+            if not _compare(request.age, cond["op"], cond["value"]):
+                return False, (f"age {request.age:.0f} s is not {cond['op']} "
+                               f"{cond['value']} s")
         elif kind == "tag":
             if request.tags.get(cond["key"]) != cond["value"]:
                 return False, f"object tag {cond['key']} is not {cond['value']!r}"
@@ -319,8 +328,8 @@ def _compare(a, op: str, b) -> bool:
 
 def _cond_text(cond) -> str:
     kind = cond["kind"]
-    if kind == "size":
-        return f"OBJECT_SIZE {cond['op']} {cond['value']}"
+    if kind in ("size", "age"):
+        return f"OBJECT_{kind.upper()} {cond['op']} {cond['value']}"
     if kind == "tag":
         return f"OBJECT_TAG={cond['key']}:{cond['value']}"
     return f"OBJECT_{kind.upper()}{'=~' if kind == 'name' else '='}{cond['value']}"

@@ -57,6 +57,9 @@ S3_SEGMENTS_SUFFIX = "+segments"
 VERSIONING_SOURCES = ("VW", "OV")
 OBJECT_VERSIONS = "versions"
 WRITE_METHODS = ("PUT", "POST", "COPY", "DELETE")
+# The age a write-back of a stored object gives it for TO OBJECT_AGE (seconds): only
+# IOStack's reconcile daemon sends it (gatekeeper strips X-Backend-* from clients).
+AGE_HEADER = "X-Backend-Iostack-Object-Age"
 # TO conditions that need the object's attributes (a name condition needs only its name).
 ATTRIBUTE_CONDITIONS = ("size", "tag", "type")
 
@@ -114,6 +117,7 @@ class RequestView:
         self.tags = {k[len("HTTP_X_OBJECT_META_"):].lower().replace("_", "-"): wsgi_to_str(v)
                      for k, v in env.items() if k.startswith("HTTP_X_OBJECT_META_")}
         self.policy_paths = self._policy_paths(env)
+        self.age = _age(env.get("HTTP_" + AGE_HEADER.upper().replace("-", "_"), ""))
         self._authorized: bool | None = None
         self._lookup: Lookup | None = None
         self._resolution: Resolution | None = None
@@ -143,7 +147,7 @@ class RequestView:
     @property
     def info(self) -> RequestInfo:
         return RequestInfo(self.method, self.account, self.container, self.obj, self.size,
-                           self.content_type, self.tags, self.policy_paths)
+                           self.content_type, self.tags, self.policy_paths, self.age)
 
     # -- authorization ---------------------------------------------------------
     def authorized(self) -> bool:
@@ -251,6 +255,14 @@ def view_for(env: dict[str, Any], app: Any = None) -> RequestView | None:
                        internal=env.get("swift.source") == SUBREQUEST_SOURCE)
     env[ENV_KEY] = view
     return view
+
+
+def _age(text: str) -> float:
+    try:
+        age = float(text)
+    except ValueError:
+        return 0.0  # absent: a write makes a new object
+    return age if 0 <= age < float("inf") else 0.0
 
 
 def _unquoted(name: str | None) -> str | None:
