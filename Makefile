@@ -10,7 +10,7 @@ NATIVE_DIRS := $(wildcard iostack/*/native)
 
 export IOSTACK_STATE_DIR := $(STATE_DIR)
 
-.PHONY: setup native assets run stop status test unit integration lint bench clean
+.PHONY: setup native assets keystone run stop status test unit integration lint bench clean
 
 setup: $(INSTALLED) native assets
 
@@ -30,6 +30,10 @@ native: $(INSTALLED)
 assets: $(INSTALLED)
 	deploy/ui-assets.sh
 
+# Keystone in its own virtualenv under the state dir (--auth keystone; the Keystone tests).
+keystone: $(INSTALLED)
+	$(VENV)/bin/iostack aio install-keystone --state-dir $(STATE_DIR)
+
 run: setup
 	$(VENV)/bin/iostack aio start --state-dir $(STATE_DIR)
 
@@ -41,13 +45,13 @@ status:
 	@if [ -x $(VENV)/bin/iostack ]; then $(VENV)/bin/iostack aio status --state-dir $(STATE_DIR); \
 	else echo "not set up yet: run 'make run'"; fi
 
-test: setup
+test: setup keystone
 	$(PY) -m pytest tests
 
 unit: setup
 	$(PY) -m pytest tests -m "not integration"
 
-integration: setup
+integration: setup keystone
 	$(PY) -m pytest tests -m integration
 
 lint: setup

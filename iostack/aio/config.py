@@ -22,6 +22,10 @@ policies or metrics.
 many storage nodes, each in a network namespace of its own, with three
 replicas over three zones, and two proxies unless ``proxies`` is given.
 ``proxy_workers`` is the number of worker processes of each proxy (0: ``workers``).
+
+``auth`` is ``tempauth`` (the light default) or ``keystone``: a real Keystone
+on ``keystone_port`` (``iostack.aio.keystone``) and the proxy pipeline
+OpenStack clouds run (``s3token``, ``authtoken``, ``keystoneauth``).
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ class AioConfig:
     account_port: int = 6202
     controller_port: int = 9090
     block_port: int = 18700  # block bridge JSON-RPC
+    keystone_port: int = 5000  # Keystone's identity API (with auth = keystone)
     iscsi_port: int = 3260  # block bridge iSCSI portal (tgt)
     block_demo: int = 0  # 1: create a filtered demo volume ("demo", xor>bitrev, 64 MiB)
     block_backend: str = "tgt"  # "lio" on hosts with configfs/TCMU (production)
@@ -68,6 +73,11 @@ class AioConfig:
     redis_url: str = ""  # "": a private Redis; else redis://:password@host:port/db
     amqp_url: str = ""  # "": a private RabbitMQ; else amqp://user:password@host:port/vhost
     allow_unauthenticated_services: bool = False  # use a URL anyone could use (never saved)
+    auth: str = "tempauth"  # or "keystone": a real Keystone, authtoken + keystoneauth + s3token
+    keystone_venv: str = ""  # Keystone's virtualenv ("": <state dir>/openstack/keystone-venv)
+    # Seconds a validated Keystone token stays cached (authtoken, controller): the window
+    # in which a revoked token still works.
+    token_cache_seconds: int = 300
     namespace: str = "iostack"  # Redis key prefix and RabbitMQ exchange names of this stack
     metrics_interval: float = 1.0  # seconds per metric sample (proxies, object servers)
     actor_hold: float = 5.0  # seconds a TRANSIENT policy's condition stays false before revert
@@ -91,6 +101,8 @@ class AioConfig:
         if not (self.nodes == 1 or 3 <= self.nodes <= 9):
             raise ValueError(f"nodes must be 1 (all in one) or 3 to 9 (a cluster), "
                              f"not {self.nodes}")
+        if self.auth not in ("tempauth", "keystone"):
+            raise ValueError(f"auth must be tempauth or keystone, not {self.auth!r}")
         if self.proxy_workers < 0 or self.workers < 1:
             raise ValueError("workers must be at least 1 and proxy_workers at least 0")
 
@@ -142,6 +154,8 @@ class AioConfig:
     def ports(self) -> frozenset[int]:
         """The ports configured for the stack's own servers."""
         unused = {"proxy2_port"} if self.proxies < 2 else set()
+        if self.auth != "keystone":
+            unused.add("keystone_port")
         return frozenset(getattr(self, name) for name in self.settings()
                          if name.endswith("_port") and name not in unused)
 
