@@ -19,7 +19,7 @@ import json
 import os
 import sys
 
-from iostack.doctor import LEVELS, Finding, error, pipelines, services
+from iostack.doctor import LEVELS, Finding, error, keystone, pipelines, services
 
 NOTHING = 2
 DEFAULT_SWIFT_DIR = "/etc/swift"
@@ -51,6 +51,9 @@ def diagnose(proxy_confs: list[str], object_confs: list[str], controller: str | 
     for pipeline in proxies + objects:
         findings += pipelines.check(pipeline, asks_objects)
     findings += pipelines.check_together(proxies, objects)
+    for pipeline in proxies:
+        findings += keystone.check_order(pipeline)
+    findings += keystone.check_service_users(proxies)
     stores, brokers = pipelines.services(proxies + objects)
     for store in stores:
         findings += services.check_redis(store, allow_unauthenticated)

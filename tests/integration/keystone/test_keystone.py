@@ -12,6 +12,7 @@ import json
 import os
 import time
 import uuid
+from pathlib import Path
 
 import boto3
 import pytest
@@ -22,6 +23,7 @@ from keystone_helpers import TOKEN_CACHE_SECONDS, keystone_session, swift_v3
 from keystoneclient.v3 import client as keystone_client
 from swift.common import utils
 from swift.common.ring import Ring
+from swift_confs import pipeline, read_conf, set_pipeline, write_conf
 
 from iostack.controller.client import ControllerClient, ControllerError
 from iostack.doctor.cli import diagnose
@@ -238,3 +240,20 @@ def test_doctor_finds_no_error_and_takes_a_keystone_admin_token(keystone_stack):
                         keystone_stack["controller_url"], token)
     assert [f for f in findings if f.level == "error"] == []
     assert any(f.level == "ok" and "as an administrator's" in f.what for f in findings)
+    assert any(f.level == "ok" and "service user 'iostack' logs in" in f.what
+               for f in findings)
+
+
+def test_doctor_finds_authtoken_below_s3token_and_a_wrong_service_password(
+        keystone_stack, tmp_path):
+    proxy = read_conf(Path(keystone_stack["swift_dir"]) / "proxy-server.conf")
+    order = pipeline(proxy)
+    order.remove("authtoken")
+    order.insert(order.index("keystoneauth"), "authtoken")
+    set_pipeline(proxy, order)
+    proxy["filter:authtoken"]["password"] = "not-the-password"
+    path = tmp_path / "proxy-server.conf"
+    write_conf(proxy, path)
+    found = [f.what for f in diagnose([str(path)], []) if f.level == "error"]
+    assert any("authtoken sits below s3api" in what for what in found), found
+    assert any("refuses the service user 'iostack'" in what for what in found), found
