@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -32,6 +34,7 @@ from tests.conftest import read_stored
 
 pytestmark = pytest.mark.integration
 PIPELINE = "x-object-sysmeta-iostack-pipeline"
+STORLET_TESTS = Path(__file__).resolve().parents[1] / "storlet_runtime"
 
 
 def logs(size: int) -> bytes:
@@ -257,3 +260,17 @@ def test_doctor_finds_authtoken_below_s3token_and_a_wrong_service_password(
     found = [f.what for f in diagnose([str(path)], []) if f.level == "error"]
     assert any("authtoken sits below s3api" in what for what in found), found
     assert any("refuses the service user 'iostack'" in what for what in found), found
+
+
+def test_a_tenant_filter_is_uploaded_to_a_keystone_project(keystone_stack):
+    """``iostack storlet upload`` deploys as Keystone's reseller admin (role ResellerAdmin)."""
+    name = f"ks_{uuid.uuid4().hex[:6]}"
+    done = subprocess.run(
+        [sys.executable, "-m", "iostack.cli", "storlet", "upload",
+         str(STORLET_TESTS / "zlib_filter.py"), "--name", name,
+         "--main", "zlib_filter.ZlibFilter", "--tenant", "t1"],
+        capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, "IOSTACK_STATE_DIR": keystone_stack["state_dir"]})
+    assert done.returncode == 0, done.stderr
+    t1 = swift_v3(keystone_stack["tenants"]["t1"])
+    assert t1.head_object("storlet", f"iostack_{name}.py")["content-length"] != "0"
