@@ -10,8 +10,8 @@ NATIVE_DIRS := $(wildcard iostack/*/native)
 
 export IOSTACK_STATE_DIR := $(STATE_DIR)
 
-.PHONY: setup native assets swift-tests run stop status test unit integration conformance \
-	lint bench clean
+.PHONY: setup native assets swift-tests keystone run stop status test unit integration \
+	conformance lint bench clean
 
 setup: $(INSTALLED) native assets swift-tests
 
@@ -36,6 +36,10 @@ assets: $(INSTALLED)
 swift-tests: $(INSTALLED)
 	$(PY) tests/integration/conformance/swift_suite.py --fetch
 
+# Keystone in its own virtualenv under the state dir (--auth keystone; the Keystone tests).
+keystone: $(INSTALLED)
+	$(VENV)/bin/iostack aio install-keystone --state-dir $(STATE_DIR)
+
 run: setup
 	$(VENV)/bin/iostack aio start --state-dir $(STATE_DIR)
 
@@ -47,13 +51,13 @@ status:
 	@if [ -x $(VENV)/bin/iostack ]; then $(VENV)/bin/iostack aio status --state-dir $(STATE_DIR); \
 	else echo "not set up yet: run 'make run'"; fi
 
-test: setup
+test: setup keystone
 	$(PY) -m pytest tests
 
 unit: setup
 	$(PY) -m pytest tests -m "not integration"
 
-integration: setup
+integration: setup keystone
 	$(PY) -m pytest tests -m integration
 
 # Swift's whole functional and s3api suites against plain Swift and IOStack (no policy,

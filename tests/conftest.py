@@ -152,13 +152,18 @@ def private_stack(request, tmp_path_factory, shared_services) -> Iterator[dict[s
     shutil.rmtree(state_dir, ignore_errors=True)
 
 
-@pytest.fixture
-def private_admin(private_stack) -> Iterator[ControllerClient]:
-    """The private stack's controller as admin; the test's policies are removed after it."""
-    client = ControllerClient(private_stack["controller_url"], private_stack["admin_token"])
+def admin_of(stack: dict[str, Any]) -> Iterator[ControllerClient]:
+    """A stack's controller as admin (for a fixture); every policy is removed after."""
+    client = ControllerClient(stack["controller_url"], stack["admin_token"])
     yield client
     for record in client.policies():
         client.delete_policy(record["id"])
+
+
+@pytest.fixture
+def private_admin(private_stack) -> Iterator[ControllerClient]:
+    """The private stack's controller as admin; the test's policies are removed after it."""
+    yield from admin_of(private_stack)
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from iostack.aio.config import AioConfig
+from iostack.aio.keystone import KeystoneError, default_venv, install_venv
 from iostack.aio.stack import AioError, AllInOne
 from iostack.endpoints import resolve_state_dir
 from iostack.service_probes import redact
@@ -43,6 +44,14 @@ def register(subparsers: argparse._SubParsersAction) -> dict[str, argparse._SubP
         "replicate", help="run one pass of the replicators on every storage node (a cluster)")
     _state_dir_option(replicate)
     replicate.set_defaults(func=_replicate)
+
+    install = verbs.add_parser(
+        "install-keystone",
+        help="install Keystone into its own virtualenv from PyPI (for --auth keystone)")
+    _state_dir_option(install)
+    install.add_argument("--venv", default=None,
+                         help="the virtualenv (default: <state dir>/openstack/keystone-venv)")
+    install.set_defaults(func=_install_keystone)
 
     status = verbs.add_parser("status", help="show each component of the stack")
     _state_dir_option(status)
@@ -77,11 +86,21 @@ def _start(args: argparse.Namespace) -> int:
 def summary(info: dict[str, Any]) -> str:
     swift = Path(sys.executable).with_name("swift")
     t1 = info["tenants"]["t1"]
-    lines = [
-        "IOStack all-in-one is up.",
-        f"  Swift auth (v1.0):  {info['auth_url']}",
-        f"  S3 endpoint:        {info['s3_url']}  (region {info['s3_region']}; "
-        "access key = user, secret = key)",
+    keystone = info.get("auth") == "keystone"
+    lines = ["IOStack all-in-one is up."]
+    if keystone:
+        lines += [
+            f"  Keystone (v3):      {info['auth_url']}  admin password {info['admin']['key']}",
+            f"  S3 endpoint:        {info['s3_url']}  (region {info['s3_region']}; "
+            "each tenant's EC2 pair: s3_access_key, s3_secret_key in aio.json)",
+        ]
+    else:
+        lines += [
+            f"  Swift auth (v1.0):  {info['auth_url']}",
+            f"  S3 endpoint:        {info['s3_url']}  (region {info['s3_region']}; "
+            "access key = user, secret = key)",
+        ]
+    lines += [
         f"  Controller API:     {info['controller_url']}/v1  admin token {info['admin_token']}",
         f"  Admin console:      {info['controller_url']}/ui  (log in with the admin token)",
         f"  Redis:              {redact(info['redis_url'])}",
@@ -89,14 +108,24 @@ def summary(info: dict[str, Any]) -> str:
         "  Tenants:",
     ]
     for name, tenant in sorted(info["tenants"].items()):
+        what = "password" if keystone else "key"
         lines.append(f"    {name}: account {tenant['account']}, user {tenant['user']}, "
-                     f"key {tenant['key']}")
+                     f"{what} {tenant['key']}")
+    if keystone:
+        try_swift = [str(swift), "--os-auth-url", t1["os_auth_url"], "--auth-version", "3",
+                     "--os-project-name", t1["os_project_name"],
+                     "--os-project-domain-name", t1["os_project_domain_name"],
+                     "--os-username", t1["os_username"],
+                     "--os-user-domain-name", t1["os_user_domain_name"],
+                     "--os-password", t1["os_password"], "stat"]
+    else:
+        try_swift = [str(swift), "-A", info["auth_url"], "-U", t1["user"], "-K", t1["key"],
+                     "stat"]
     lines += [
         f"  Details and credentials: {info['state_dir']}/aio.json   Logs: {info['log_dir']}",
         "",
         "Try it:",
-        "  " + shlex.join([str(swift), "-A", info["auth_url"], "-U", t1["user"], "-K", t1["key"],
-                           "stat"]),
+        "  " + shlex.join(try_swift),
         "  " + shlex.join([str(Path(sys.executable).with_name("iostack")), "policy", "list"]),
         "  " + shlex.join([str(Path(sys.executable).with_name("iostack")), "metrics", "watch"]),
     ]
@@ -123,6 +152,17 @@ def _replicate(args: argparse.Namespace) -> int:
         print(f"iostack aio: {exc}", file=sys.stderr)
         return 1
     print("replicated: one pass of the object, container and account replicators on every node")
+    return 0
+
+
+def _install_keystone(args: argparse.Namespace) -> int:
+    venv = Path(args.venv) if args.venv else default_venv(resolve_state_dir(args.state_dir))
+    try:
+        install_venv(venv)
+    except KeystoneError as exc:
+        print(f"iostack aio: {exc}", file=sys.stderr)
+        return 1
+    print(f"Keystone is installed in {venv}")
     return 0
 
 

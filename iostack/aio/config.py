@@ -24,6 +24,9 @@ replicas over three zones, and two proxies unless ``proxies`` is given.
 ``proxy_workers`` is the number of worker processes of each proxy (0: ``workers``).
 ``device_fs`` is ``dir`` (Swift's devices are directories) or ``xfs`` (loopback
 images, as Swift's SAIO has them: see ``iostack.aio.devices``).
+``auth`` is ``tempauth`` (the light default) or ``keystone``: a real Keystone
+on ``keystone_port`` (``iostack.aio.keystone``) and the proxy pipeline
+OpenStack clouds run (``s3token``, ``authtoken``, ``keystoneauth``).
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ class AioConfig:
     account_port: int = 6202
     controller_port: int = 9090
     block_port: int = 18700  # block bridge JSON-RPC
+    keystone_port: int = 5000  # Keystone's identity API (with auth = keystone)
     iscsi_port: int = 3260  # block bridge iSCSI portal (tgt)
     block_demo: int = 0  # 1: create a filtered demo volume ("demo", xor>bitrev, 64 MiB)
     block_backend: str = "tgt"  # "lio" on hosts with configfs/TCMU (production)
@@ -71,6 +75,11 @@ class AioConfig:
     redis_url: str = ""  # "": a private Redis; else redis://:password@host:port/db
     amqp_url: str = ""  # "": a private RabbitMQ; else amqp://user:password@host:port/vhost
     allow_unauthenticated_services: bool = False  # use a URL anyone could use (never saved)
+    auth: str = "tempauth"  # or "keystone": a real Keystone, authtoken + keystoneauth + s3token
+    keystone_venv: str = ""  # Keystone's virtualenv ("": <state dir>/openstack/keystone-venv)
+    # Seconds a validated Keystone token stays cached (authtoken, controller): the window
+    # in which a revoked token still works.
+    token_cache_seconds: int = 300
     namespace: str = "iostack"  # Redis key prefix and RabbitMQ exchange names of this stack
     metrics_interval: float = 1.0  # seconds per metric sample (proxies, object servers)
     actor_hold: float = 5.0  # seconds a TRANSIENT policy's condition stays false before revert
@@ -101,6 +110,8 @@ class AioConfig:
         if self.device_fs != "dir" and self.nodes > 1:
             raise ValueError("device_fs xfs is for the all-in-one; a cluster's nodes keep "
                              "directories")
+        if self.auth not in ("tempauth", "keystone"):
+            raise ValueError(f"auth must be tempauth or keystone, not {self.auth!r}")
         if self.proxy_workers < 0 or self.workers < 1:
             raise ValueError("workers must be at least 1 and proxy_workers at least 0")
 
@@ -152,6 +163,8 @@ class AioConfig:
     def ports(self) -> frozenset[int]:
         """The ports configured for the stack's own servers."""
         unused = {"proxy2_port"} if self.proxies < 2 else set()
+        if self.auth != "keystone":
+            unused.add("keystone_port")
         return frozenset(getattr(self, name) for name in self.settings()
                          if name.endswith("_port") and name not in unused)
 

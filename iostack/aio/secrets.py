@@ -32,6 +32,9 @@ def load_or_create(state_dir: Path) -> dict[str, str]:
         data = json.loads(path.read_text(encoding="utf-8"))
     wanted = ["swift_hash_path_prefix", "swift_hash_path_suffix", "admin_key", "controller_token"]
     wanted += [f"{tenant}_key" for tenant in TENANTS]
+    # Keystone's (``auth = keystone``): its admin, the iostack service user, EC2 pairs.
+    wanted += ["keystone_admin_password", "keystone_service_password"]
+    wanted += [f"{tenant}_ec2_{part}" for tenant in TENANTS for part in ("access", "secret")]
     missing = [name for name in wanted if name not in data]
     if missing:
         data.update({name: _token() for name in missing})

@@ -33,7 +33,7 @@ from iostack.aio.services import Services, free_port
 from iostack.endpoints import AioNotRunning, load_aio_info
 
 PORT_SETTINGS = ("proxy", "proxy2", "account", "container", "object", "controller", "block",
-                 "iscsi")
+                 "iscsi", "keystone")
 
 
 class StackStartError(RuntimeError):

@@ -25,10 +25,11 @@ from typing import Any
 
 import redis
 
-from iostack.aio import devices
+from iostack.aio import devices, keystone
 from iostack.aio import secrets as aio_secrets
 from iostack.aio.cluster import Cluster, cluster_process_names, node_name, reachable_from_nodes
 from iostack.aio.config import AioConfig
+from iostack.aio.keystone import KeystoneError, KeystoneServer, TenantIdentity, default_venv
 from iostack.aio.netns import ClusterNetwork, NetworkError, NetworkPlan, namespaces
 from iostack.aio.processes import ProcessManager
 from iostack.aio.services import (
@@ -42,18 +43,26 @@ from iostack.aio.services import (
     wait_until,
 )
 from iostack.aio.state import write_private_json
-from iostack.aio.swift import DAEMONS, SERVERS, SwiftLayout, tenant_account, tenant_user
+from iostack.aio.swift import (
+    DAEMONS,
+    RESELLER_PREFIX,
+    SERVERS,
+    SwiftLayout,
+    tenant_account,
+    tenant_user,
+)
 from iostack.endpoints import AIO_INFO_FILE
 from iostack.policy.connection import connect
 from iostack.storlet_runtime.cgroups import CGROUP_FS
 from iostack.storlet_runtime.swift_conf import gateway_conf_path
 
 CONTROLLER = "controller"
+KEYSTONE = "keystone"
 BLOCK_BRIDGE = "block-bridge"
 BLOCK_INITIATOR = "iqn.2026-11.org.iostack:aio-initiator"  # the ACL's name; CHAP is the secret
 # Stop order: clients of a service before the service.
 STOP_ORDER = (BLOCK_BRIDGE, CONTROLLER, "proxy", "proxy2", *DAEMONS, "object", "container",
-              "account")
+              "account", KEYSTONE)
 DEMO_VOLUME = {"name": "demo", "size": 64 << 20, "filters": "xor(key=0x5a)>bitrev"}
 
 
@@ -101,7 +110,7 @@ class AllInOne:
         network_was_there = self.network.exists()
         try:
             return self._start(secrets)
-        except (AioError, ServiceError, NetworkError, ValueError) as exc:
+        except (AioError, ServiceError, NetworkError, KeystoneError, ValueError) as exc:
             for name in self.processes.names():
                 if name not in already:
                     self.processes.stop(name)
@@ -121,6 +130,7 @@ class AllInOne:
         # and QoS consumer connect when it answers.
         amqp = self.services.ensure("rabbitmq", cfg.amqp_url, allow, wait=False)
 
+        keystone_server = self._start_keystone(secrets) if cfg.auth == "keystone" else None
         layout = self._swift_layout(secrets)
         layout.prepare()
         processes = layout.processes()
@@ -133,6 +143,7 @@ class AllInOne:
         for server, url in zip(layout.proxies, cfg.proxy_urls, strict=True):
             self._wait_for(server, lambda url=url: _http_ok(f"{url}/healthcheck"), "healthcheck")
         self.services.wait_started()  # the controller consumes metrics from the start
+        identities = self._provision_keystone(keystone_server, secrets) if keystone_server else []
 
         controller_url = f"http://{cfg.host}:{cfg.controller_port}"
         controller_conf = self.state_dir / "etc" / "controller.json"
@@ -155,7 +166,9 @@ class AllInOne:
                 "url": f"http://{cfg.host}:{cfg.block_port}/targetrpc", "user": "admin",
                 "password": aio_secrets.generated_secret(self.state_dir, "block_bridge_password"),
             },
-            "tenants": list(aio_secrets.TENANTS),
+            "tenants": ({i.tenant: f"{RESELLER_PREFIX}{i.project_id}" for i in identities}
+                        if keystone_server else list(aio_secrets.TENANTS)),
+            **(self._controller_keystone(keystone_server, secrets) if keystone_server else {}),
         })
         self._start_process(
             CONTROLLER,
@@ -169,6 +182,8 @@ class AllInOne:
         block = self._start_block_bridge(controller_url, secrets["controller_token"])
 
         info = self._describe(secrets, redis.url, amqp.url, memcache.url, controller_url)
+        if keystone_server:
+            self._describe_keystone(info, keystone_server, identities)
         info["swift_dir"] = str(layout.swift_dir)
         if isinstance(layout, Cluster):
             info["nodes"] = layout.describe()
@@ -179,14 +194,79 @@ class AllInOne:
         info["block_bridge"] = block
         info["warnings"] = self.services.warnings()
         user = info["tenants"]["t1"]
-        self._wait_for(
-            "proxy",
-            lambda: _http_ok(info["auth_url"], {"X-Auth-User": user["user"],
-                                                "X-Auth-Key": user["key"]}),
-            "tenant authentication",
-        )
+        if keystone_server:
+            token = keystone_token(user)
+            self._wait_for("proxy", lambda: _http_ok(user["storage_url"], {"X-Auth-Token": token}),
+                           "tenant authentication (Keystone token)")
+        else:
+            self._wait_for(
+                "proxy",
+                lambda: _http_ok(info["auth_url"], {"X-Auth-User": user["user"],
+                                                    "X-Auth-Key": user["key"]}),
+                "tenant authentication",
+            )
         write_private_json(self.info_path, info)
         return info
+
+    # -- Keystone (auth = keystone) ----------------------------------------------
+    def _keystone(self, secrets: dict[str, str]) -> KeystoneServer:
+        cfg = self.config
+        venv = Path(cfg.keystone_venv) if cfg.keystone_venv else default_venv(self.state_dir)
+        return KeystoneServer(self.state_dir, venv, cfg.host, cfg.keystone_port,
+                              secrets["keystone_admin_password"])
+
+    def _start_keystone(self, secrets: dict[str, str]) -> KeystoneServer:
+        """Set Keystone up and start it; it boots while Swift does."""
+        server = self._keystone(secrets)
+        if self.processes.find(KEYSTONE) is None:
+            server.prepare()
+        self._start_process(KEYSTONE, server.argv(), (server.host, server.port), server.env)
+        return server
+
+    def _provision_keystone(self, server: KeystoneServer,
+                            secrets: dict[str, str]) -> list[TenantIdentity]:
+        self._wait_for(KEYSTONE, lambda: _http_ok(server.url), "identity API (/v3)")
+        tenants = {tenant: {"password": secrets[f"{tenant}_key"],
+                            "ec2_access": secrets[f"{tenant}_ec2_access"],
+                            "ec2_secret": secrets[f"{tenant}_ec2_secret"]}
+                   for tenant in aio_secrets.TENANTS}
+        return server.provision(secrets["keystone_service_password"], self.config.proxy_url,
+                                tenants)
+
+    def _controller_keystone(self, server: KeystoneServer,
+                             secrets: dict[str, str]) -> dict[str, Any]:
+        """The controller validates Keystone tokens as the ``iostack`` service user; an
+        administrator has the ``admin`` role in the ``admin`` project."""
+        return {
+            "keystone": {
+                "auth_url": server.url, "username": keystone.SERVICE_USER,
+                "password": secrets["keystone_service_password"],
+                "project_name": keystone.SERVICE_PROJECT,
+                "user_domain_name": keystone.DOMAIN, "project_domain_name": keystone.DOMAIN,
+                "admin_roles": ["admin"], "admin_project_name": keystone.ADMIN_PROJECT,
+            },
+            "auth_cache_seconds": self.config.token_cache_seconds,
+        }
+
+    def _describe_keystone(self, info: dict[str, Any], server: KeystoneServer,
+                           identities: list[TenantIdentity]) -> None:
+        """``aio.json`` for a Keystone stack: each tenant's ``os_*`` settings and EC2 pair."""
+        info.update(auth="keystone", auth_url=server.url, auth_version="3",
+                    keystone_url=server.url)
+        info["admin"] = {"user": keystone.ADMIN_USER, "key": server.admin_password,
+                         "os_auth_url": server.url, "os_username": keystone.ADMIN_USER,
+                         "os_password": server.admin_password,
+                         "os_project_name": keystone.ADMIN_PROJECT,
+                         "os_user_domain_name": keystone.DOMAIN,
+                         "os_project_domain_name": keystone.DOMAIN}
+        for identity in identities:
+            account = f"{RESELLER_PREFIX}{identity.project_id}"
+            info["tenants"][identity.tenant] = {
+                **server.client_settings(identity),
+                "account": account, "user": identity.username, "key": identity.password,
+                "storage_url": f"{self.config.proxy_url}/v1/{account}",
+                "s3_access_key": identity.ec2_access, "s3_secret_key": identity.ec2_secret,
+            }
 
     def _swift_layout(self, secrets: dict[str, str]) -> SwiftLayout | Cluster:
         """The stack's Swift, once its services are known (``services.info``)."""
@@ -262,7 +342,8 @@ class AllInOne:
         return described
 
     def _start_process(self, name: str, argv: list[str],
-                       address: tuple[str, int] | None) -> None:
+                       address: tuple[str, int] | None,
+                       env: dict[str, str] | None = None) -> None:
         if self.processes.find(name):
             return
         if address is not None and port_open(*address):
@@ -271,7 +352,7 @@ class AllInOne:
                 f"{name}: port {host}:{port} is already in use by another program; "
                 f"choose another with IOSTACK_{name.upper()}_PORT or --{name}-port"
             )
-        self.processes.start(name, argv)
+        self.processes.start(name, argv, env)
 
     def _wait_for(self, name: str, check, what: str) -> None:
         def alive_and_ready() -> bool:
@@ -354,7 +435,8 @@ class AllInOne:
             swift = cluster_process_names(cfg)
         else:
             swift = [*SERVERS[:-1], *DAEMONS, *["proxy", "proxy2"][:cfg.proxies]]
-        expected = {CONTROLLER, BLOCK_BRIDGE, *swift}
+        expected = {CONTROLLER, BLOCK_BRIDGE, *swift,
+                    *([KEYSTONE] if cfg.auth == "keystone" else [])}
         for name in sorted(set(self.processes.names()) | expected):
             proc = self.processes.find(name)
             rows.append(ComponentStatus(name, proc is not None, proc.pid if proc else None,
@@ -438,6 +520,19 @@ def describe_endpoints(info: dict[str, Any], tgtd_up: bool,
     rows.append(("sandbox", sandbox))
     rows.append(("logs", info["log_dir"]))
     return rows
+
+
+def keystone_token(settings: dict[str, Any]) -> str:
+    """A project-scoped token for the ``os_*`` settings of a tenant (``aio.json``)."""
+    from keystoneauth1 import session
+    from keystoneauth1.identity import v3
+
+    auth = v3.Password(auth_url=settings["os_auth_url"], username=settings["os_username"],
+                       password=settings["os_password"],
+                       project_name=settings["os_project_name"],
+                       user_domain_name=settings["os_user_domain_name"],
+                       project_domain_name=settings["os_project_domain_name"])
+    return session.Session(auth=auth, timeout=30).get_token()
 
 
 def purge_namespace(redis_url: str, key_prefix: str) -> int:

@@ -12,7 +12,11 @@ Servers are started through ``iostack.aio.swift_launcher`` so that they read
 ``t2`` and ``t3`` (accounts ``AUTH_t1`` ...) each have a user ``<tenant>:user``
 with ``.admin`` on their own account; ``admin:admin`` is the reseller admin.
 The proxy runs ``s3api`` in front of ``tempauth``, so S3 clients authenticate
-with access key ``t1:user`` and the same key.
+with access key ``t1:user`` and the same key. With ``auth = keystone`` the
+proxy authenticates through the stack's Keystone instead (``KEYSTONE_AUTH``:
+``authtoken`` validates tokens with the ``iostack`` service user, ``s3token``
+has Keystone check S3 signatures against the tenants' EC2 credentials,
+``keystoneauth`` maps projects to accounts ``AUTH_<project id>``).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from configparser import ConfigParser
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from iostack.aio import devices
+from iostack.aio import devices, keystone
 from iostack.aio.config import AioConfig
 from iostack.aio.secrets import TENANTS
 from iostack.aio.state import private_dir, write_private_text
@@ -41,7 +45,7 @@ SERVERS = ("account", "container", "object", "proxy")
 DAEMONS = {"container-updater": "container"}
 PROXY_CACHE_SIZE = 256 << 20  # bytes of the all-in-one's proxy cache (<state dir>/proxy-cache)
 
-# Proxy pipeline, in order.
+# Proxy pipeline, in order (with tempauth; ``proxy_pipeline`` swaps in Keystone's).
 PROXY_PIPELINE = [
     "catch_errors", "gatekeeper", "healthcheck", "proxy-logging", "cache",
     "listing_formats", "bulk", "tempurl", "ratelimit", "s3api", "tempauth",
@@ -57,6 +61,19 @@ PROXY_PIPELINE = [
 # The proxy cache sits right below it and keeps stored (encoded) bytes.
 # Storlets (X-Run-Storlet) sit right after auth and above copy/slo, which they
 # handle themselves (copy with a storlet; running on assembled large objects).
+# In place of "s3api tempauth". authtoken goes above s3api: it strips identity headers
+# from every request, so below s3token it would erase the identity s3token set for an
+# S3 request (which carries no token for authtoken to validate).
+KEYSTONE_AUTH = ["authtoken", "s3api", "s3token", "keystoneauth"]
+
+
+def proxy_pipeline(auth: str) -> list[str]:
+    """The proxy pipeline with tempauth or with Keystone's middlewares in its place."""
+    if auth != "keystone":
+        return PROXY_PIPELINE
+    at = PROXY_PIPELINE.index("s3api")
+    return [*PROXY_PIPELINE[:at], *KEYSTONE_AUTH,
+            *(m for m in PROXY_PIPELINE[at + 1:] if m != "tempauth")]
 
 
 def _kind(server: str) -> str:
@@ -257,7 +274,7 @@ class SwiftLayout:
         # The middlewares of a worker share one policy reader: the same settings for all.
         reader = {"redis_url": self.redis_url, "key_prefix": self.config.key_prefix,
                   "policy_snapshot": str(self.config.state_dir / "policy" / f"{server}.json")}
-        conf["pipeline:main"] = {"pipeline": " ".join(PROXY_PIPELINE)}
+        conf["pipeline:main"] = {"pipeline": " ".join(proxy_pipeline(self.config.auth))}
         conf["app:proxy-server"] = {
             "use": "egg:swift#proxy",
             "account_autocreate": "true",
@@ -271,6 +288,8 @@ class SwiftLayout:
         for tenant in TENANTS:
             tempauth[f"user_{tenant}_user"] = f"{self.secrets[tenant + '_key']} .admin"
         conf["filter:tempauth"] = tempauth
+        if self.config.auth == "keystone":
+            self._keystone_sections(conf)
         conf["filter:s3api"] = {"use": "egg:swift#s3api", "location": "us-east-1"}
         conf["filter:iostack"] = {
             "use": "egg:iostack#iostack_proxy", **reader, "key_file": str(self.key_file),
@@ -299,9 +318,48 @@ class SwiftLayout:
             "allow_versioned_writes": "true",
             "allow_object_versioning": "true",
         }
-        for name in PROXY_PIPELINE[:-1]:
+        for name in pipeline[:-1]:
             if not conf.has_section(f"filter:{name}"):
                 conf[f"filter:{name}"] = {"use": f"egg:swift#{name.replace('-', '_')}"}
+
+    def _keystone_sections(self, conf: ConfigParser) -> None:
+        cfg = self.config
+        auth_url = f"http://{cfg.host}:{cfg.keystone_port}/v3"
+        service_user = {
+            "auth_url": auth_url,
+            "auth_type": "password",
+            "username": keystone.SERVICE_USER,
+            "password": self.secrets["keystone_service_password"],
+            "project_name": keystone.SERVICE_PROJECT,
+            "user_domain_name": keystone.DOMAIN,
+            "project_domain_name": keystone.DOMAIN,
+        }
+        conf["filter:authtoken"] = {
+            "paste.filter_factory": "keystonemiddleware.auth_token:filter_factory",
+            "www_authenticate_uri": auth_url,
+            **service_user,
+            "interface": "public",
+            # Anonymous requests (tempurl, public containers) reach keystoneauth,
+            # which decides.
+            "delay_auth_decision": "true",
+            "include_service_catalog": "false",
+            "service_token_roles_required": "true",
+            # Validated tokens are cached in Swift's memcache (env swift.cache, shared by
+            # the workers): a revoked token keeps working for up to this long.
+            "cache": "swift.cache",
+            "token_cache_time": str(cfg.token_cache_seconds),
+        }
+        conf["filter:keystoneauth"] = {
+            "use": "egg:swift#keystoneauth",
+            "reseller_prefix": RESELLER_PREFIX.rstrip("_"),
+            "operator_roles": ", ".join(keystone.OPERATOR_ROLES),
+            "reseller_admin_role": keystone.RESELLER_ADMIN_ROLE,
+        }
+        # Keystone 30 answers /v3/s3tokens to services only (identity:s3tokens_validate).
+        # Each S3 request asks Keystone: caching EC2 secrets in the proxy would need the
+        # service user to read every user's credentials.
+        conf["filter:s3token"] = {"use": "egg:swift#s3token", "auth_uri": auth_url,
+                                  **service_user, "secret_cache_duration": "0"}
 
     def _metrics_section(self, stage: str) -> dict[str, str]:
         return {"use": "egg:iostack#iostack_metrics", "stage": stage,

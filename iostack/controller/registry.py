@@ -64,14 +64,15 @@ class Registries:
         for key in (k.filters, k.metrics, k.classes, k.groups, k.object_types):
             pipe.hgetall(key)
         pipe.smembers(k.tenants)
-        filters, metrics, classes, groups, object_types, tenants = pipe.execute()
+        pipe.hgetall(k.tenant_names)
+        filters, metrics, classes, groups, object_types, tenants, names = pipe.execute()
         return Vocabulary(
             filters={n: FilterMetadata.from_json(json.loads(v)) for n, v in filters.items()},
             metrics={n: Metric.from_json(json.loads(v)) for n, v in metrics.items()},
             classes={n: QosClass.from_json(json.loads(v)) for n, v in classes.items()},
             groups={n: json.loads(v) for n, v in groups.items()},
             object_types={n: json.loads(v) for n, v in object_types.items()},
-            tenants=set(tenants), reseller_prefix=self.reseller_prefix,
+            tenants=set(tenants), tenant_names=names, reseller_prefix=self.reseller_prefix,
             validators=_library_validators(filters),
         )
 
@@ -152,7 +153,8 @@ class Registries:
         check_name("group", name)
         if not isinstance(tenants, list) or not all(isinstance(t, str) and t for t in tenants):
             raise RegistryError("tenants must be a list of tenant names")
-        vocab = Vocabulary(reseller_prefix=self.reseller_prefix)
+        vocab = Vocabulary(reseller_prefix=self.reseller_prefix,
+                           tenant_names=self.redis.hgetall(self.keys.tenant_names))
         accounts = sorted({vocab.account(t) for t in tenants})
 
         def update(pipe: redis.client.Pipeline) -> None:
@@ -172,11 +174,16 @@ class Registries:
         self.redis.transaction(update, self.keys.groups, self.keys.tenant_groups)
         return accounts
 
-    def add_tenant(self, tenant: str) -> str:
-        account = Vocabulary(reseller_prefix=self.reseller_prefix).account(tenant)
+    def add_tenant(self, tenant: str, account: str | None = None) -> str:
+        """Record a tenant as known; with ``account``, policies may name it ``tenant``."""
+        if account is not None:
+            check_name("tenant", tenant)
+        account = account or Vocabulary(reseller_prefix=self.reseller_prefix).account(tenant)
         check_name("tenant", account)
         pipe = self.redis.pipeline()
         pipe.sadd(self.keys.tenants, account)
+        if account != tenant:
+            pipe.hset(self.keys.tenant_names, tenant, account)
         announce(pipe, self.keys)
         pipe.execute()
         return account

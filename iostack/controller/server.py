@@ -9,7 +9,9 @@ all-in-one does this). FILE is JSON:
 - optional: ``key_prefix`` (``iostack:``), ``reseller_prefix`` (``AUTH_``),
   ``max_body_bytes`` (1 MiB), ``keystone`` and ``swift_url`` (see
   ``auth``), ``auth_cache_seconds`` (60), ``tenants`` (names or accounts
-  recorded as known at start, so policies on them raise no warning);
+  recorded as known at start, so policies on them raise no warning; or
+  an object of name -> account, e.g. Keystone project name -> ``AUTH_<id>``,
+  so that policies may name those tenants by name);
   ``namespace``, ``metrics_grace``, ``metrics_history``,
   ``actor_hold_seconds`` (see ``control_loop``).
 
@@ -54,7 +56,7 @@ def load_config(path: str) -> dict[str, Any]:
 
 
 def prepare_store(guardian: StoreGuardian, registries: Registries,
-                  tenants: Iterable[str]) -> list[str]:
+                  tenants: Iterable[str] | dict[str, str]) -> list[str]:
     """Make the policy store ready before serving; return the vocabulary entries added.
 
     An emptied store is refilled from the journal before seeding, so seeding
@@ -64,7 +66,7 @@ def prepare_store(guardian: StoreGuardian, registries: Registries,
     guardian.restore_if_unmarked()
     added = registries.seed(mark=guardian.may_mark_new_store())
     for tenant in tenants:
-        registries.add_tenant(tenant)
+        registries.add_tenant(tenant, tenants.get(tenant) if isinstance(tenants, dict) else None)
     guardian.tick()
     return added
 

@@ -69,7 +69,8 @@ def t_HEX(t):
 
 
 def t_NAME(t):
-    r"[A-Za-z_][A-Za-z0-9_.\-]*"
+    r"[0-9a-fA-F]{32}(?![\w.\-])|[A-Za-z_][A-Za-z0-9_.\-]*"
+    # A Keystone project id (32 hex digits; it may start with a digit) names a tenant.
     upper = t.value.upper()
     if upper in KEYWORDS:
         t.type = upper

@@ -66,13 +66,18 @@ class Vocabulary:
     groups: dict[str, list[str]] = field(default_factory=dict)
     object_types: dict[str, list[str]] = field(default_factory=dict)
     tenants: set[str] = field(default_factory=set)
+    # Tenant names whose account is not <prefix><name> (Keystone: AUTH_<project id>).
+    tenant_names: dict[str, str] = field(default_factory=dict)
     reseller_prefix: str = "AUTH_"
     # Per filter, the data path's own parameter check (rules across parameters that
     # metadata cannot express); it raises ValueError with the reason.
     validators: dict[str, Callable[[dict[str, Any]], Any]] = field(default_factory=dict)
 
     def account(self, tenant: str) -> str:
-        """The Swift account of a tenant name as written (``t1`` -> ``AUTH_t1``)."""
+        """The Swift account of a tenant name as written (``t1`` -> ``AUTH_t1``, or the
+        account recorded for that name, e.g. a Keystone project's)."""
+        if tenant in self.tenant_names:
+            return self.tenant_names[tenant]
         if tenant == "*" or not self.reseller_prefix or tenant.startswith(self.reseller_prefix):
             return tenant
         return self.reseller_prefix + tenant

@@ -67,6 +67,7 @@ class KeySpace:
         self.tenant_groups = prefix + "tenant_groups"
         self.object_types = prefix + "object_types"
         self.tenants = prefix + "tenants"
+        self.tenant_names = prefix + "tenant_names"
         self.policies = prefix + "policies"
         self.policy_seq = prefix + "policy_seq"
         self.objrules = prefix + "objrules"

@@ -53,8 +53,16 @@ def _tenant_connections(info: dict[str, Any], tenant: str | None) -> dict[str, C
     tenants = info["tenants"]
     if tenant is not None:
         _tenant_account(info, tenant)
-    admin = Connection(info["auth_url"], info["admin"]["user"], info["admin"]["key"])
-    _, token = admin.get_auth()
+    admin = info["admin"]
+    if info.get("auth") == "keystone":  # Keystone's admin, ResellerAdmin in project admin
+        login = Connection(admin["os_auth_url"], admin["os_username"], admin["os_password"],
+                           auth_version="3",
+                           os_options={"project_name": admin["os_project_name"],
+                                       "user_domain_name": admin["os_user_domain_name"],
+                                       "project_domain_name": admin["os_project_domain_name"]})
+    else:
+        login = Connection(info["auth_url"], admin["user"], admin["key"])
+    _, token = login.get_auth()
     return {name: Connection(preauthurl=tenants[name]["storage_url"], preauthtoken=token)
             for name in ([tenant] if tenant else sorted(tenants))}
 

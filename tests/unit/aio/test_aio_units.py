@@ -115,6 +115,31 @@ def test_free_port_never_hands_out_a_port_reserved_for_another_component():
         assert free_port(preferred=reserved, avoid=frozenset({reserved})) != reserved
 
 
+def test_keystone_pipeline_replaces_tempauth_and_uses_the_service_user(tmp_path):
+    config = AioConfig.load(tmp_path, {"auth": "keystone", "keystone_port": 15000,
+                                       "token_cache_seconds": 7})
+    assert 15000 in config.ports()
+    generated = secrets.load_or_create(tmp_path)
+    layout = SwiftLayout(config, generated, "127.0.0.1:11211",
+                         "redis://127.0.0.1:6379/0", "amqp://u:p@127.0.0.1:5672/%2F")
+    layout.prepare()
+    proxy = ConfigParser(interpolation=None)
+    proxy.read(layout.conf_path("proxy"))
+    pipeline = proxy["pipeline:main"]["pipeline"].split()
+    assert "tempauth" not in pipeline
+    at = pipeline.index("authtoken")
+    assert pipeline[at - 1:at + 5] == ["ratelimit", "authtoken", "s3api", "s3token",
+                                       "keystoneauth", "iostack_metrics"]
+    authtoken = proxy["filter:authtoken"]
+    assert authtoken["auth_url"] == "http://127.0.0.1:15000/v3"
+    assert authtoken["password"] == generated["keystone_service_password"]
+    assert authtoken["token_cache_time"] == "7"
+    assert proxy["filter:keystoneauth"]["reseller_admin_role"] == "ResellerAdmin"
+    assert proxy["filter:s3token"]["auth_uri"] == "http://127.0.0.1:15000/v3"
+    with pytest.raises(ValueError, match="auth must be"):
+        AioConfig.load(tmp_path, {"auth": "ldap"})
+
+
 def test_config_ports_are_the_servers_ports(tmp_path):
     config = AioConfig.load(tmp_path, {"proxy_port": 18080, "iscsi_port": 13260})
     assert {18080, 13260, config.object_port, config.controller_port} <= config.ports()

@@ -239,3 +239,18 @@ def test_enforce_and_revert_per_target_and_only_transient_rules(store, registrie
     assert store.revert(pid, ("tenant", "AUTH_t1"), transient_only=True) is False
     store.delete(pid)
     assert explain(store, "PUT", "/v1/AUTH_t1/c/o").pipeline == []
+
+
+def test_a_tenant_named_by_its_keystone_project(store, registries):
+    """Keystone accounts are AUTH_<project id>: a recorded name stands for its account, and
+    a project id (32 hex digits, here starting with a digit) is a tenant name too."""
+    project = "0123abcd" * 4
+    account = f"AUTH_{project}"
+    assert registries.add_tenant("proj", account) == account
+    result = store.submit(f"FOR CONTAINER proj/logs DO SET noop; FOR TENANT {project} DO SET noop")
+    assert [t["name"] for p in result["policies"] for t in p["targets"]] == [
+        f"{account}/logs", account]
+    assert result["warnings"] == [], "both name a known tenant"
+    assert [e.filter for e in explain(store, "PUT", f"/v1/{account}/logs/o").pipeline] == [
+        "noop"]
+    assert registries.put_group("g", ["proj"]) == [account]
