@@ -274,7 +274,8 @@ class SwiftLayout:
         # The middlewares of a worker share one policy reader: the same settings for all.
         reader = {"redis_url": self.redis_url, "key_prefix": self.config.key_prefix,
                   "policy_snapshot": str(self.config.state_dir / "policy" / f"{server}.json")}
-        conf["pipeline:main"] = {"pipeline": " ".join(proxy_pipeline(self.config.auth))}
+        pipeline = proxy_pipeline(self.config.auth)
+        conf["pipeline:main"] = {"pipeline": " ".join(pipeline)}
         conf["app:proxy-server"] = {
             "use": "egg:swift#proxy",
             "account_autocreate": "true",
