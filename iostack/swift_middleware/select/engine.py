@@ -93,17 +93,21 @@ class Selecting:
 
     ``keepalive`` (seconds): when set, ``chunks`` yields ``b""`` after that
     long without selected bytes, so a caller streaming to a peer with a read
-    timeout can send something (the object stage does).
+    timeout can send something (the object stage does). ``max_record``
+    (bytes): a longer record makes the object unreadable for the selection
+    (``422`` naming the limit, or a cut answer).
     """
 
     def __init__(self, fetch: Fetch, path: str, selections: list[Selection],
-                 names: list[str], max_first_line: int, keepalive: float | None = None) -> None:
+                 names: list[str], max_first_line: int, keepalive: float | None = None,
+                 max_record: int | None = None) -> None:
         self.fetch = fetch
         self.path = path
         self.selections = selections
         self.names = names
         self.max_first_line = max_first_line
         self.keepalive = keepalive
+        self.max_record = max_record
         self.skip_first = any(s.skips_first_record for s in selections)
         # A range's answer still needs the object's first record (a header, a schema).
         self.read_first = self.skip_first or any(s.needs_first_record for s in selections)
@@ -144,8 +148,8 @@ class Selecting:
             shift = len(first or b"") if self.skip_first else 0
             if end is not None and end < shift:
                 return resp, first, ()
-            return resp, first, RecordBlocks(0, None if end is None else end - shift).blocks(
-                records)
+            return resp, first, RecordBlocks(0, None if end is None else end - shift,
+                                             max_record=self.max_record).blocks(records)
         first = None
         if self.read_first:
             head = self.fetch(f"bytes=0-{self.max_first_line}")
@@ -160,7 +164,8 @@ class Selecting:
         if resp.status_int == 416:  # the range starts past the end: no records
             close_if_possible(resp.app_iter)
             return Response(status=200, app_iter=[], content_type="text/plain"), first, ()
-        return resp, first, RecordBlocks(start, end).blocks(resp.app_iter)
+        return resp, first, RecordBlocks(start, end, max_record=self.max_record).blocks(
+            resp.app_iter)
 
     def run(self, start: int, end: int | None) -> Answer | Response:
         """The answer for records starting in ``[start, end]``, or the object's

@@ -151,11 +151,12 @@ class ParquetSelecting:
 
 def selecting_for(fetch: Fetch, path: str, selections: list[Selection], names: list[str],
                   max_first_line: int, limits: ParquetLimits,
-                  keepalive: float | None = None) -> Selecting | ParquetSelecting:
+                  keepalive: float | None = None,
+                  max_record: int | None = None) -> Selecting | ParquetSelecting:
     """The engine for a chain: by ranges for a Parquet selection, by records otherwise
     (``SelectError(400)`` for a chain that cannot run)."""
     check_chain(selections, names)
     first = selections[0]
     if isinstance(first, ParquetSelection):
         return ParquetSelecting(fetch, path, first, names, limits, keepalive)
-    return Selecting(fetch, path, selections, names, max_first_line, keepalive)
+    return Selecting(fetch, path, selections, names, max_first_line, keepalive, max_record)

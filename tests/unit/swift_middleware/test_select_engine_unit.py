@@ -76,3 +76,17 @@ def test_a_record_longer_than_allowed_before_the_first_line_ends_is_422():
     with pytest.raises(SelectError) as caught:
         list(read_frames(framed))
     assert caught.value.status == 422 and "longer than 100 bytes" in str(caught.value)
+
+
+@pytest.mark.parametrize("start", [0, 5])
+def test_a_record_over_max_record_is_422_naming_the_limit(start):
+    body = b"line one\n" + b"y" * 300_000 + b"\nlast\n"
+    selecting = Selecting(fetcher(body), "/a.log", [grep("y")], ["grep"], 1 << 20,
+                          max_record=200_000)
+    with pytest.raises(SelectError) as caught:
+        selecting.run(start, None)
+    assert caught.value.status == 422
+    assert "max_record limit (200000 bytes)" in str(caught.value)
+    fits = Selecting(fetcher(body), "/a.log", [grep("last")], ["grep"], 1 << 20,
+                     max_record=400_000).run(start, None)
+    assert b"".join(fits.chunks) == b"last\n"
