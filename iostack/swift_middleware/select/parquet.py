@@ -15,7 +15,9 @@ first row group is read before ``run`` returns, so a corrupt file still
 gets a status (``422`` naming the object); a failure later raises
 ``FilterError`` from the answer's iterator, which the callers turn into an
 error frame or a cut answer. ``ParquetLimits.time_limit`` is checked
-between fetches and row groups.
+between fetches and row groups, and row groups are decoded in a bounded
+child process (``iostack.filters.parquet_decode``) unless
+``parquet_decode_in_child = false``.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from swift.common.utils import close_if_possible
 
 from iostack.filters.base import Selection
 from iostack.filters.errors import FilterError, ParamError
+from iostack.filters.parquet_decode import POOL
 from iostack.filters.parquet_select import (
     FOOTER_PROBE,
     ParquetLimits,
@@ -125,14 +128,16 @@ class ParquetSelecting:
 
     def _chunks(self, plan: list[RowGroupRead], deadline: float) -> Iterator[bytes]:
         quiet_since = time.monotonic()
+        decode = POOL.decoder(self.limits, deadline) if self.limits.decode_in_child else None
         for group in plan:
             pieces = []
             for offset, length in group.ranges:
                 self._check_time(deadline)
                 pieces.append((offset, self._range(offset, length)))
             self._check_time(deadline)
-            # Decoding and filtering release the GIL: the hub keeps serving.
-            out = tpool.execute(self.selection.read_row_group, group, pieces)
+            # Decoding (in a bounded child, or here releasing the GIL) and writing the
+            # answer happen off the hub: it keeps serving other requests meanwhile.
+            out = tpool.execute(self.selection.read_row_group, group, pieces, decode)
             if out:
                 quiet_since = time.monotonic()
                 yield out
