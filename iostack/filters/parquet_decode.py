@@ -19,7 +19,8 @@ only what it is sent on stdin and answers on stdout:
   cap is what the decoder can allocate;
 - its CPU time per row group is capped (``RLIMIT_CPU``) at what is left of
   the answer's ``parquet_time_limit``, and the parent waits no longer than
-  that on the wall clock either;
+  that on the wall clock either; it runs at niceness ``NICENESS``, so on a
+  busy host the worker's other requests get the CPU first;
 - a child that dies, overruns or answers out of protocol is killed and
   reaped; the row group's answer is a ``FilterError`` saying which limit
   stopped it (a 422 naming the object, or a cut answer). A child that
@@ -57,6 +58,7 @@ from iostack.filters.errors import FilterError
 from iostack.filters.parquet_select import DecodeJob, Decoder, OverMemory, ParquetLimits
 
 IDLE = 1  # children kept per worker process between row groups
+NICENESS = 10  # a decode yields the CPU to the worker's other requests
 _HEADER = struct.Struct("<I")
 _ANSWER = struct.Struct("<cQ")
 _SLACK = 64 << 20  # address space for the interpreter's own work beside the budget
@@ -225,6 +227,7 @@ def _serve(memory: int, stdin: BinaryIO, stdout: BinaryIO) -> None:
     from iostack.filters.csv_where import parse_predicate
     from iostack.filters.parquet_select import decode_row_group
 
+    os.nice(NICENESS)
     pa.set_cpu_count(1)
     pa.set_io_thread_count(1)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))

@@ -19,9 +19,11 @@ answer's iterator and cuts it short.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
+import eventlet
 from eventlet import tpool
 from swift.common.swob import Request, Response
 from swift.common.utils import close_if_possible
@@ -74,6 +76,23 @@ def record_range(req: Request) -> tuple[int, int | None]:
     if start < 0 or (end is not None and end < start):
         raise SelectError(400, f"Range {header!r} is empty")
     return start, end
+
+
+def off_hub(keepalive: float | None, func: Callable[..., Any],
+            *args: Any) -> Generator[bytes, None, Any]:
+    """``func(*args)`` run in a native thread (pyarrow, and the Parquet decoder's
+    pipes, release the GIL: the hub keeps serving other requests meanwhile);
+    its result is the generator's return value. With ``keepalive``, ``b""`` is
+    yielded every ``keepalive`` seconds it runs, so a peer with a read timeout
+    (a proxy reading an object server's frames) hears something during one
+    long decode too."""
+    if keepalive is None:
+        return tpool.execute(func, *args)
+    running = eventlet.spawn(tpool.execute, func, *args)
+    while True:
+        with eventlet.Timeout(keepalive, False):  # silent: ends the block, nothing raised
+            return running.wait()
+        yield b""
 
 
 @dataclass
@@ -201,7 +220,7 @@ class Selecting:
             # On a native thread: pyarrow parses without the GIL, so one worker
             # selects for concurrent requests on several cores while its hub
             # keeps moving other requests' bytes.
-            block = tpool.execute(self._select, block)
+            block = yield from off_hub(self.keepalive, self._select, block)
             if block:
                 quiet_since = time.monotonic()
                 yield block

@@ -25,7 +25,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
-from eventlet import tpool
 from swift.common.swob import Response
 from swift.common.utils import close_if_possible
 
@@ -46,6 +45,7 @@ from iostack.swift_middleware.select.engine import (
     SelectError,
     Selecting,
     check_chain,
+    off_hub,
 )
 
 
@@ -135,9 +135,9 @@ class ParquetSelecting:
                 self._check_time(deadline)
                 pieces.append((offset, self._range(offset, length)))
             self._check_time(deadline)
-            # Decoding (in a bounded child, or here releasing the GIL) and writing the
-            # answer happen off the hub: it keeps serving other requests meanwhile.
-            out = tpool.execute(self.selection.read_row_group, group, pieces, decode)
+            # Decoding (in a bounded child, or here) and writing happen off the hub.
+            out = yield from off_hub(self.keepalive, self.selection.read_row_group, group,
+                                     pieces, decode)
             if out:
                 quiet_since = time.monotonic()
                 yield out
