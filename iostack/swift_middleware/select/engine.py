@@ -95,6 +95,18 @@ def off_hub(keepalive: float | None, func: Callable[..., Any],
         yield b""
 
 
+def prefixed(prefix: bytes, chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """``chunks`` with ``prefix`` (a CSV header, an Arrow schema) joined to the first
+    non-empty one: keepalives before it pass alone, so nothing of an answer leaves
+    before its first block, and that block's errors still get a status."""
+    for chunk in chunks:
+        if prefix and chunk:
+            chunk, prefix = prefix + chunk, b""
+        yield chunk
+    if prefix:
+        yield prefix
+
+
 @dataclass
 class Answer:
     """A selection under way: the object GET it reads and the selected bytes.
@@ -194,15 +206,18 @@ class Selecting:
             return resp
         answer = self._answer_chunks(blocks)
         try:
-            prefix = self._begin(first, start == 0)  # a ParamError: 400
-            head = next(answer, b"")  # errors in the first block still get a status
+            # A first record parsed off the hub (a JSON schema); a ParamError: 400.
+            prefix = tpool.execute(self._begin, first, start == 0)
+            # Errors in the first block still get a status; on the object stage a
+            # keepalive may come first, and ``prefixed`` keeps the prefix back for it.
+            head = next(answer, b"")
         except FilterError as exc:
             close_if_possible(resp.app_iter)
             if isinstance(exc, ParamError):
                 raise
             raise SelectError(422, f"{', '.join(self.names)} cannot read "
                                    f"{self.path}: {exc}") from None
-        return Answer(resp, closing(prepend(prefix + head, answer), resp.app_iter))
+        return Answer(resp, closing(prefixed(prefix, prepend(head, answer)), resp.app_iter))
 
     def _select(self, block: bytes) -> bytes:
         try:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
+from eventlet import tpool
 from swift.common.swob import Response
 from swift.common.utils import close_if_possible
 
@@ -46,6 +47,7 @@ from iostack.swift_middleware.select.engine import (
     Selecting,
     check_chain,
     off_hub,
+    prefixed,
 )
 
 
@@ -116,7 +118,9 @@ class ParquetSelecting:
             need = footer_length(footer, size, self.limits)
             if need > len(footer):
                 footer = self._range(size - need, need - len(footer)) + footer
-            plan = self.selection.plan(footer[-need:], size, start, end, self.limits)
+            # Up to parquet_max_footer of metadata parsed off the hub.
+            plan = tpool.execute(self.selection.plan, footer[-need:], size, start, end,
+                                 self.limits)
             prefix = self.selection.begin(None, start == 0)
             chunks = self._chunks(plan, deadline)
             head = next(chunks, b"")
@@ -124,7 +128,7 @@ class ParquetSelecting:
             raise
         except (FilterError, ValueError) as exc:
             raise self._failed(FilterError(str(exc))) from None
-        return Answer(tail, prepend(prefix + head, chunks))
+        return Answer(tail, prefixed(prefix, prepend(head, chunks)))
 
     def _chunks(self, plan: list[RowGroupRead], deadline: float) -> Iterator[bytes]:
         quiet_since = time.monotonic()

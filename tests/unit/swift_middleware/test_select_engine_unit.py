@@ -9,6 +9,7 @@ import pytest
 from swift.common.swob import Response
 
 from iostack.filters.base import FilterContext
+from iostack.filters.errors import FilterError
 from iostack.filters.records import BLOCK_SIZE
 from iostack.filters.registry import get_filter
 from iostack.swift_middleware.select.engine import Answer, SelectError, Selecting, off_hub
@@ -111,3 +112,32 @@ def test_one_long_call_off_the_hub_yields_keepalives_until_it_returns():
     with pytest.raises(StopIteration) as done:
         next(quiet)
     assert done.value.value == 2
+
+
+class SlowFailure:
+    """A selection whose first block takes a while, then is unreadable."""
+
+    skips_first_record = needs_first_record = random_access = False
+    content_type = "text/csv"
+
+    def begin(self, first_record: bytes | None, at_start: bool) -> bytes:
+        return b"header\n"
+
+    def select(self, block: bytes) -> bytes:
+        time.sleep(0.4)  # a native thread: keepalives go on meanwhile
+        raise FilterError("unreadable")
+
+    def end(self) -> bytes:
+        return b""
+
+
+def test_a_slow_failing_first_block_sends_keepalives_then_an_error_and_no_data():
+    selecting = Selecting(fetcher(b"a\nb\n"), "/a.csv", [SlowFailure()], ["x"], 1 << 20,
+                          keepalive=0.05)
+    framed = list(_framed(selecting, 0, None, PAD))
+    assert framed.count(PAD) >= 3  # the proxy's read timeout hears from us
+    kinds = [struct.unpack(">cQ", f[:9])[0] for f in framed]
+    assert b"D" not in kinds and kinds[-1] == b"E"  # the header was held back
+    with pytest.raises(SelectError) as caught:
+        list(read_frames(framed))
+    assert caught.value.status == 422 and "unreadable" in str(caught.value)
