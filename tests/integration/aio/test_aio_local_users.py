@@ -1,6 +1,6 @@
-"""Nothing the stack starts listens beyond loopback: a local or remote user reaches no
-port of ours through another interface (RabbitMQ's Erlang distribution port
-listened on 0.0.0.0)."""
+"""What another uid on the host reaches of the stack: no port beyond loopback (RabbitMQ's
+Erlang distribution port listened on 0.0.0.0), and no stored object (every .data file
+under srv/node was readable by ``nobody``)."""
 
 from __future__ import annotations
 
@@ -54,3 +54,19 @@ def test_the_stack_and_its_services_listen_on_loopback_only(aio, shared_services
     names = {name for _, name in sockets}
     assert {"beam.smp", "epmd", "redis-server", "memcached"} <= names, sockets
     assert [s for s in sockets if not s[0].startswith(LOOPBACK)] == []
+
+
+def test_nobody_reads_a_stored_object_or_a_log(aio, swift_for):
+    tenant = swift_for("t1")
+    tenant.put_container("local-users")
+    tenant.put_object("local-users", "secret", b"tenant bytes")
+    objects = Path(aio["state_dir"]) / "srv"
+    assert any(objects.rglob("*.data"))  # as root
+    nobody = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"]
+    found = subprocess.run([*nobody, "find", str(objects), "-name", "*.data"],
+                           capture_output=True, text=True, check=False)
+    assert ".data" not in found.stdout and "Permission denied" in found.stderr
+    logs = sorted(map(str, (Path(aio["state_dir"]) / "log").glob("*.log")))
+    assert logs
+    read = subprocess.run([*nobody, "cat", *logs], capture_output=True, text=True, check=False)
+    assert read.returncode != 0 and read.stdout == ""
