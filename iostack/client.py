@@ -30,7 +30,7 @@ from __future__ import annotations
 import http.client
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -91,9 +91,9 @@ class Credentials(Protocol):
 class Account:
     auth_url: str | None = None
     user: str | None = None
-    key: str | None = None
+    key: str | None = field(default=None, repr=False)  # a secret: never in a repr
     storage_url: str | None = None
-    token: str | None = None
+    token: str | None = field(default=None, repr=False)
     timeout: float = 60.0
 
 

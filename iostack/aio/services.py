@@ -356,6 +356,10 @@ class Services:
             "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
             "RABBITMQ_NODE_PORT": str(port),
             "RABBITMQ_DIST_PORT": str(dist_port),
+            # Erlang distribution (the broker's and rabbitmqctl's) listens on every
+            # interface unless told: loopback only, as the CLI is all that uses it.
+            "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": _LOOPBACK_DIST,
+            "RABBITMQ_CTL_ERL_ARGS": _LOOPBACK_DIST,
             "RABBITMQ_CONFIG_FILE": str(conf),
             "RABBITMQ_CONF_ENV_FILE": str(base / "rabbitmq-env.conf"),
             "RABBITMQ_ENABLED_PLUGINS_FILE": str(base / "enabled_plugins"),
@@ -367,6 +371,9 @@ class Services:
         url = f"amqp://{RABBITMQ_USER}:{quote(password, safe='')}@127.0.0.1:{port}/%2F"
         self._starting["rabbitmq"] = lambda: amqp_answers(url)
         return ServiceInfo(url=url, private=True, port=port)
+
+
+_LOOPBACK_DIST = "-kernel inet_dist_use_interface {127,0,0,1}"
 
 
 def host_port(url: str) -> tuple[str, int]:

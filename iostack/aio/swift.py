@@ -191,6 +191,7 @@ class SwiftLayout:
         """Write configs, create devices and (re)build rings when their inputs changed."""
         private_dir(self.swift_dir)
         private_dir(self.cache_dir)
+        private_dir(self.devices_dir)  # every tenant's stored bytes: no other uid enters
         for name in self.device_names:
             (self.devices_dir / name).mkdir(parents=True, exist_ok=True)
             if self.config.device_fs == "xfs":

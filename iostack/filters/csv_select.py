@@ -39,7 +39,7 @@ import pyarrow.csv as pa_csv
 
 from iostack.filters.base import FilterContext, FilterSpec
 from iostack.filters.csv_where import Term, WhereError, parse_predicate, row_mask
-from iostack.filters.errors import ParamError
+from iostack.filters.errors import FilterError, ParamError
 from iostack.filters.metadata import Param
 from iostack.filters.output import selection_metadata, writer
 
@@ -99,7 +99,10 @@ class CsvSelection:
         if first_record is None:  # an empty object: no columns, no rows
             return self.writer.begin(pa.schema([]), at_start)
         line = first_record.split(b"\n", 1)[0].decode("utf-8", "replace").rstrip("\r")
-        fields = next(csv.reader([line], delimiter=self.delimiter), [])
+        try:
+            fields = next(csv.reader([line], delimiter=self.delimiter), [])
+        except csv.Error as exc:  # a lone \r or NUL in it: the object's fault, not ours
+            raise FilterError(f"its first line is not CSV: {exc}") from None
         names = fields if self.has_header else [f"_c{i}" for i in range(len(fields))]
         indexes = [self._resolve(ref, names, "columns") for ref in self.refs] or list(
             range(len(names)))

@@ -17,7 +17,9 @@ it is null there too). A later value that does not convert to that type
 (text in a numeric field) makes the object unreadable for the selection:
 ``422`` before the first selected byte, a cut answer after. Byte ranges select the
 records that start in them (``iostack.filters.records``). Parsing and
-filtering are pyarrow's (vectorized C++).
+filtering are pyarrow's (vectorized C++); a record nested deeper than
+``json_depth.MAX_DEPTH`` levels is refused before pyarrow sees it
+(``iostack.filters.json_depth``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import pyarrow.json as pa_json
 from iostack.filters.base import FilterContext, FilterSpec
 from iostack.filters.csv_where import WhereError, parse_predicate, typed_row_mask
 from iostack.filters.errors import FilterError, ParamError
+from iostack.filters.json_depth import check_depth
 from iostack.filters.output import selection_metadata, writer
 
 METADATA = selection_metadata(
@@ -70,6 +73,7 @@ def _check(params: dict[str, Any]) -> None:
 
 
 def _read(data: bytes) -> pa.Table:
+    check_depth(data)  # pyarrow's reader recurses per level: a deep record crashes it
     try:
         return pa_json.read_json(io.BytesIO(data), read_options=pa_json.ReadOptions(
             use_threads=False, block_size=max(len(data), 1 << 20)))

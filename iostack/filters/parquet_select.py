@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import io
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,6 +78,7 @@ class ParquetLimits:
     max_columns: int = 10_000  # leaf columns in the schema
     max_memory: int = 512 << 20  # bytes one row group's read columns may decode to
     time_limit: float = 300.0  # seconds per answer
+    decode_in_child: bool = True  # decode row groups in a bounded child process
 
     @classmethod
     def from_conf(cls, conf: Mapping[str, Any]) -> ParquetLimits:
@@ -88,6 +89,8 @@ class ParquetLimits:
             max_columns=int(conf.get("parquet_max_columns", default.max_columns)),
             max_memory=int(conf.get("parquet_max_memory", default.max_memory)),
             time_limit=float(conf.get("parquet_time_limit", default.time_limit)),
+            decode_in_child=str(conf.get("parquet_decode_in_child", default.decode_in_child)
+                                ).lower() in ("true", "1", "yes", "on"),
         )
 
 
@@ -226,7 +229,9 @@ class ParquetSelection:
         self.terms = parse_predicate(params["where"]).terms
         self.writer = writer(params["output"])
         self.content_type = self.writer.content_type
+        self.where = params["where"]
         self.metadata: pq.FileMetaData | None = None
+        self.footer = b""
         self.size = 0
         self.schema = pa.schema([])  # of the columns read
         self._read: list[str] = []  # top-level columns read: output, then predicate ones
@@ -249,7 +254,7 @@ class ParquetSelection:
         if metadata.num_row_groups > limits.max_row_groups:
             raise FilterError(f"{metadata.num_row_groups} row groups, over the "
                               f"parquet_max_row_groups limit ({limits.max_row_groups})")
-        self.metadata, self.size = metadata, size
+        self.metadata, self.footer, self.size = metadata, footer, size
         names = schema.names
         for ref in self.refs + [t.column for t in self.terms]:
             if ref not in names:
@@ -295,17 +300,17 @@ class ParquetSelection:
         return self.writer.begin(pa.schema([self.schema.field(n) for n in self._output]),
                                  at_start)
 
-    def read_row_group(self, group: RowGroupRead, pieces: list[tuple[int, bytes]]) -> bytes:
-        """The answer's bytes for one planned row group, from its fetched chunks."""
-        try:
-            source = pq.ParquetFile(_Pieces(self.size, pieces), metadata=self.metadata,
-                                    pre_buffer=False)
-            table = source.read_row_group(group.index, columns=self._read)
-            mask = typed_row_mask(self.terms, {t.column: table[t.column] for t in self.terms})
-        except (pa.ArrowException, OSError, ValueError, TypeError) as exc:
-            raise FilterError(f"row group {group.index}: {str(exc).splitlines()[0]}") from None
-        if mask is not None:
-            table = table.filter(mask, null_selection_behavior="drop")
+    def read_row_group(self, group: RowGroupRead, pieces: list[tuple[int, bytes]],
+                       decode: Decoder | None = None) -> bytes:
+        """The answer's bytes for one planned row group, from its fetched chunks:
+        decoded here, or by ``decode`` (``iostack.filters.parquet_decode``: in a
+        bounded child process)."""
+        if decode is None:
+            table = decode_row_group(self.metadata, self.size, group.index, pieces,
+                                     self._read, self.terms)
+        else:
+            table = decode(DecodeJob(self.footer, self.size, group.index, pieces,
+                                     self._read, self.where))
         return self.writer.write(table.select(self._output))
 
     def select(self, block: bytes) -> bytes:
@@ -313,6 +318,44 @@ class ParquetSelection:
 
     def end(self) -> bytes:
         return self.writer.end()
+
+
+@dataclass(frozen=True)
+class DecodeJob:
+    """One row group to decode, as plain data a child process can be sent."""
+
+    footer: bytes
+    size: int
+    index: int
+    pieces: list[tuple[int, bytes]]
+    columns: list[str]  # read: output and predicate columns
+    where: str
+
+
+Decoder = Callable[[DecodeJob], pa.Table]
+
+
+class OverMemory(FilterError):
+    """Decoding a row group ran out of the memory it may use."""
+
+
+def decode_row_group(metadata: pq.FileMetaData, size: int, index: int,
+                     pieces: list[tuple[int, bytes]], columns: list[str],
+                     terms: list[Term]) -> pa.Table:
+    """Row group ``index``'s rows that ``terms`` keep, in ``columns``, from the fetched
+    column chunks ``pieces``; ``FilterError`` for what pyarrow cannot decode."""
+    try:
+        source = pq.ParquetFile(_Pieces(size, pieces), metadata=metadata, pre_buffer=False)
+        table = source.read_row_group(index, columns=columns)
+        mask = typed_row_mask(terms, {t.column: table[t.column] for t in terms})
+    except MemoryError:  # pyarrow's ArrowMemoryError too: the decoder's cap, in a child
+        raise OverMemory(f"row group {index}: decoding it needed more memory than the "
+                         f"parquet_max_memory limit allows") from None
+    except (pa.ArrowException, OSError, ValueError, TypeError) as exc:
+        raise FilterError(f"row group {index}: {str(exc).splitlines()[0]}") from None
+    if mask is not None:
+        table = table.filter(mask, null_selection_behavior="drop")
+    return table
 
 
 def _merged(ranges: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:

@@ -6,7 +6,7 @@ What each option means: ``iostack.spark.datasource``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from iostack.client import FILTERS
 
@@ -41,9 +41,9 @@ class Settings:
     timeout: float = 60.0
     auth_url: str | None = None
     user: str | None = None
-    key: str | None = None
+    key: str | None = field(default=None, repr=False)  # a secret: never in a repr
     storage_url: str | None = None
-    token: str | None = None
+    token: str | None = field(default=None, repr=False)
     user_agent: str = "iostack-spark"  # names the job's requests in the proxy's access log
     stage: str | None = None  # where the storage side selects: proxy, object, or its default
 

@@ -19,9 +19,11 @@ answer's iterator and cuts it short.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
+import eventlet
 from eventlet import tpool
 from swift.common.swob import Request, Response
 from swift.common.utils import close_if_possible
@@ -76,6 +78,35 @@ def record_range(req: Request) -> tuple[int, int | None]:
     return start, end
 
 
+def off_hub(keepalive: float | None, func: Callable[..., Any],
+            *args: Any) -> Generator[bytes, None, Any]:
+    """``func(*args)`` run in a native thread (pyarrow, and the Parquet decoder's
+    pipes, release the GIL: the hub keeps serving other requests meanwhile);
+    its result is the generator's return value. With ``keepalive``, ``b""`` is
+    yielded every ``keepalive`` seconds it runs, so a peer with a read timeout
+    (a proxy reading an object server's frames) hears something during one
+    long decode too."""
+    if keepalive is None:
+        return tpool.execute(func, *args)
+    running = eventlet.spawn(tpool.execute, func, *args)
+    while True:
+        with eventlet.Timeout(keepalive, False):  # silent: ends the block, nothing raised
+            return running.wait()
+        yield b""
+
+
+def prefixed(prefix: bytes, chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """``chunks`` with ``prefix`` (a CSV header, an Arrow schema) joined to the first
+    non-empty one: keepalives before it pass alone, so nothing of an answer leaves
+    before its first block, and that block's errors still get a status."""
+    for chunk in chunks:
+        if prefix and chunk:
+            chunk, prefix = prefix + chunk, b""
+        yield chunk
+    if prefix:
+        yield prefix
+
+
 @dataclass
 class Answer:
     """A selection under way: the object GET it reads and the selected bytes.
@@ -93,17 +124,21 @@ class Selecting:
 
     ``keepalive`` (seconds): when set, ``chunks`` yields ``b""`` after that
     long without selected bytes, so a caller streaming to a peer with a read
-    timeout can send something (the object stage does).
+    timeout can send something (the object stage does). ``max_record``
+    (bytes): a longer record makes the object unreadable for the selection
+    (``422`` naming the limit, or a cut answer).
     """
 
     def __init__(self, fetch: Fetch, path: str, selections: list[Selection],
-                 names: list[str], max_first_line: int, keepalive: float | None = None) -> None:
+                 names: list[str], max_first_line: int, keepalive: float | None = None,
+                 max_record: int | None = None) -> None:
         self.fetch = fetch
         self.path = path
         self.selections = selections
         self.names = names
         self.max_first_line = max_first_line
         self.keepalive = keepalive
+        self.max_record = max_record
         self.skip_first = any(s.skips_first_record for s in selections)
         # A range's answer still needs the object's first record (a header, a schema).
         self.read_first = self.skip_first or any(s.needs_first_record for s in selections)
@@ -144,8 +179,8 @@ class Selecting:
             shift = len(first or b"") if self.skip_first else 0
             if end is not None and end < shift:
                 return resp, first, ()
-            return resp, first, RecordBlocks(0, None if end is None else end - shift).blocks(
-                records)
+            return resp, first, RecordBlocks(0, None if end is None else end - shift,
+                                             max_record=self.max_record).blocks(records)
         first = None
         if self.read_first:
             head = self.fetch(f"bytes=0-{self.max_first_line}")
@@ -160,7 +195,8 @@ class Selecting:
         if resp.status_int == 416:  # the range starts past the end: no records
             close_if_possible(resp.app_iter)
             return Response(status=200, app_iter=[], content_type="text/plain"), first, ()
-        return resp, first, RecordBlocks(start, end).blocks(resp.app_iter)
+        return resp, first, RecordBlocks(start, end, max_record=self.max_record).blocks(
+            resp.app_iter)
 
     def run(self, start: int, end: int | None) -> Answer | Response:
         """The answer for records starting in ``[start, end]``, or the object's
@@ -170,15 +206,18 @@ class Selecting:
             return resp
         answer = self._answer_chunks(blocks)
         try:
-            prefix = self._begin(first, start == 0)  # a ParamError: 400
-            head = next(answer, b"")  # errors in the first block still get a status
+            # A first record parsed off the hub (a JSON schema); a ParamError: 400.
+            prefix = tpool.execute(self._begin, first, start == 0)
+            # Errors in the first block still get a status; on the object stage a
+            # keepalive may come first, and ``prefixed`` keeps the prefix back for it.
+            head = next(answer, b"")
         except FilterError as exc:
             close_if_possible(resp.app_iter)
             if isinstance(exc, ParamError):
                 raise
             raise SelectError(422, f"{', '.join(self.names)} cannot read "
                                    f"{self.path}: {exc}") from None
-        return Answer(resp, closing(prepend(prefix + head, answer), resp.app_iter))
+        return Answer(resp, closing(prefixed(prefix, prepend(head, answer)), resp.app_iter))
 
     def _select(self, block: bytes) -> bytes:
         try:
@@ -196,7 +235,7 @@ class Selecting:
             # On a native thread: pyarrow parses without the GIL, so one worker
             # selects for concurrent requests on several cores while its hub
             # keeps moving other requests' bytes.
-            block = tpool.execute(self._select, block)
+            block = yield from off_hub(self.keepalive, self._select, block)
             if block:
                 quiet_since = time.monotonic()
                 yield block

@@ -28,6 +28,7 @@ Place it after ``iostack_metrics`` and before ``storlet_handler`` and
 
     use = egg:iostack#iostack_select_object
     max_first_line = 1048576   # bytes: a longer first line (CSV header) is refused
+    max_record = 8388608       # bytes: a longer record makes the object unreadable (422)
     keepalive = 2              # seconds without selected bytes before a padding frame
     parquet_max_footer = 8388608 ...  # Parquet limits, see iostack.filters.parquet_select
     padding = 65536            # bytes per padding frame: at least the proxies'
@@ -52,6 +53,7 @@ from swift.common.wsgi import make_subrequest
 from iostack.filters.base import FilterContext, Selection
 from iostack.filters.errors import FilterError, UnknownFilterError
 from iostack.filters.parquet_select import ParquetLimits
+from iostack.filters.records import MAX_RECORD
 from iostack.filters.registry import get_filter
 from iostack.swift_middleware.enforce.record import TENANT_LAYER
 from iostack.swift_middleware.select.engine import Answer, SelectError, Selecting
@@ -152,6 +154,7 @@ class ObjectSelectMiddleware:
         self.app = app
         self.logger = get_logger(conf, log_route="iostack_select_object")
         self.selecting_args = {"max_first_line": int(conf.get("max_first_line", 1 << 20)),
+                               "max_record": int(conf.get("max_record", MAX_RECORD)),
                                "keepalive": float(conf.get("keepalive", 2)),
                                "limits": ParquetLimits.from_conf(conf)}
         size = int(conf.get("padding", 65536))

@@ -15,7 +15,9 @@ first row group is read before ``run`` returns, so a corrupt file still
 gets a status (``422`` naming the object); a failure later raises
 ``FilterError`` from the answer's iterator, which the callers turn into an
 error frame or a cut answer. ``ParquetLimits.time_limit`` is checked
-between fetches and row groups.
+between fetches and row groups, and row groups are decoded in a bounded
+child process (``iostack.filters.parquet_decode``) unless
+``parquet_decode_in_child = false``.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from swift.common.utils import close_if_possible
 
 from iostack.filters.base import Selection
 from iostack.filters.errors import FilterError, ParamError
+from iostack.filters.parquet_decode import POOL
 from iostack.filters.parquet_select import (
     FOOTER_PROBE,
     ParquetLimits,
@@ -43,6 +46,8 @@ from iostack.swift_middleware.select.engine import (
     SelectError,
     Selecting,
     check_chain,
+    off_hub,
+    prefixed,
 )
 
 
@@ -113,7 +118,9 @@ class ParquetSelecting:
             need = footer_length(footer, size, self.limits)
             if need > len(footer):
                 footer = self._range(size - need, need - len(footer)) + footer
-            plan = self.selection.plan(footer[-need:], size, start, end, self.limits)
+            # Up to parquet_max_footer of metadata parsed off the hub.
+            plan = tpool.execute(self.selection.plan, footer[-need:], size, start, end,
+                                 self.limits)
             prefix = self.selection.begin(None, start == 0)
             chunks = self._chunks(plan, deadline)
             head = next(chunks, b"")
@@ -121,18 +128,20 @@ class ParquetSelecting:
             raise
         except (FilterError, ValueError) as exc:
             raise self._failed(FilterError(str(exc))) from None
-        return Answer(tail, prepend(prefix + head, chunks))
+        return Answer(tail, prefixed(prefix, prepend(head, chunks)))
 
     def _chunks(self, plan: list[RowGroupRead], deadline: float) -> Iterator[bytes]:
         quiet_since = time.monotonic()
+        decode = POOL.decoder(self.limits, deadline) if self.limits.decode_in_child else None
         for group in plan:
             pieces = []
             for offset, length in group.ranges:
                 self._check_time(deadline)
                 pieces.append((offset, self._range(offset, length)))
             self._check_time(deadline)
-            # Decoding and filtering release the GIL: the hub keeps serving.
-            out = tpool.execute(self.selection.read_row_group, group, pieces)
+            # Decoding (in a bounded child, or here) and writing happen off the hub.
+            out = yield from off_hub(self.keepalive, self.selection.read_row_group, group,
+                                     pieces, decode)
             if out:
                 quiet_since = time.monotonic()
                 yield out
@@ -151,11 +160,12 @@ class ParquetSelecting:
 
 def selecting_for(fetch: Fetch, path: str, selections: list[Selection], names: list[str],
                   max_first_line: int, limits: ParquetLimits,
-                  keepalive: float | None = None) -> Selecting | ParquetSelecting:
+                  keepalive: float | None = None,
+                  max_record: int | None = None) -> Selecting | ParquetSelecting:
     """The engine for a chain: by ranges for a Parquet selection, by records otherwise
     (``SelectError(400)`` for a chain that cannot run)."""
     check_chain(selections, names)
     first = selections[0]
     if isinstance(first, ParquetSelection):
         return ParquetSelecting(fetch, path, first, names, limits, keepalive)
-    return Selecting(fetch, path, selections, names, max_first_line, keepalive)
+    return Selecting(fetch, path, selections, names, max_first_line, keepalive, max_record)

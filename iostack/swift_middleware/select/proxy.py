@@ -55,6 +55,7 @@ Configuration (``[filter:iostack_select]``)::
 
     use = egg:iostack#iostack_select
     max_first_line = 1048576   # bytes: a longer first line (CSV header) is refused
+    max_record = 8388608       # bytes: a longer record makes the object unreadable (422)
     object_stage = true        # ask object servers to select (false: always here)
     parquet_max_footer = 8388608 ...  # Parquet limits, see iostack.filters.parquet_select
 
@@ -94,7 +95,7 @@ from iostack.filters.base import FilterContext, FilterSpec
 from iostack.filters.errors import FilterError, UnknownFilterError
 from iostack.filters.output import FORMATS
 from iostack.filters.parquet_select import ParquetLimits
-from iostack.filters.records import prepend
+from iostack.filters.records import MAX_RECORD, prepend
 from iostack.filters.registry import filter_names, get_filter
 from iostack.policy.reader import PolicyStoreUnavailable
 from iostack.policy.resolve import resolve
@@ -190,7 +191,7 @@ class ProxySelect:
 
     def __init__(self, app: Any, req: Request, chain: list[tuple[FilterSpec, dict[str, Any], str]],
                  context: FilterContext, max_first_line: int, object_stage: bool,
-                 limits: ParquetLimits) -> None:
+                 limits: ParquetLimits, max_record: int) -> None:
         self.app = app
         self.req = req
         self.chain = chain
@@ -198,6 +199,7 @@ class ProxySelect:
         self.names = [spec.name for spec, _, _ in chain]
         self.max_first_line = max_first_line
         self.limits = limits
+        self.max_record = max_record
         self.object_stage = object_stage and all(stage == "object" for _, _, stage in chain)
 
     def _get(self, headers: dict[str, str], method: str = "GET") -> Response:
@@ -223,7 +225,8 @@ class ProxySelect:
         selections = [spec.selection(params, self.context) for spec, params, _ in self.chain]
         selecting = selecting_for(
             lambda byte_range: self._get({"Range": byte_range} if byte_range else {}),
-            self.req.path, selections, self.names, self.max_first_line, self.limits)
+            self.req.path, selections, self.names, self.max_first_line, self.limits,
+            max_record=self.max_record)
         content_type = selections[-1].content_type
         if self.object_stage:
             resp = self._on_object(start, end, content_type)
@@ -260,6 +263,7 @@ class SelectMiddleware:
         self.logger = get_logger(conf, log_route="iostack_select")
         self.reader_settings = reader_settings(conf)
         self.max_first_line = int(conf.get("max_first_line", 1 << 20))
+        self.max_record = int(conf.get("max_record", MAX_RECORD))
         self.object_stage = config_true_value(conf.get("object_stage", "true"))
         self.limits = ParquetLimits.from_conf(conf)
 
@@ -274,6 +278,7 @@ class SelectMiddleware:
             "max_params": MAX_PARAMS,
             "max_param_bytes": MAX_PARAM_BYTES,
             "max_first_line": self.max_first_line,
+            "max_record": self.max_record,
             "object_stage": self.object_stage,
             "parquet_limits": asdict(self.limits),
         }
@@ -320,7 +325,7 @@ class SelectMiddleware:
             if not chain:
                 return self.app
             select = ProxySelect(self.app, req, chain, context, self.max_first_line,
-                                 self.object_stage, self.limits)
+                                 self.object_stage, self.limits, self.max_record)
             return select.head() if req.method == "HEAD" else select.answer()
         except FilterError as exc:  # a ParamError: the request's or the policy's parameters
             return HTTPBadRequest(request=req, body=f"IOStack: {exc}\n",

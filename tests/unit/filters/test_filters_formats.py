@@ -162,3 +162,15 @@ def test_a_chain_cannot_hand_arrow_or_parquet_to_another_filter():
     assert info.value.status == 400
     with pytest.raises(SelectError, match="cannot be chained"):
         check_chain([text, parquet], ["csv_select", "parquet_select"])
+
+
+@pytest.mark.parametrize("where", ["first", "later"])
+def test_a_deep_json_record_is_422_naming_the_limit_and_pyarrow_never_sees_it(where):
+    # 10,000 levels made pyarrow's reader kill the process (SIGSEGV).
+    deep = b'{"user":' * 10_000 + b"1" + b"}" * 10_000 + b"\n"
+    body = deep + LOG if where == "first" else LOG * 2 + deep
+    selection = get_filter("json_select").selection({"columns": "user"}, CONTEXT)
+    with pytest.raises(SelectError) as caught:
+        Selecting(fetcher(body), "/a.jsonl", [selection], ["json_select"], 1 << 20).run(0, None)
+    assert caught.value.status == 422
+    assert "10000 levels deep, over the JSON depth limit (64)" in str(caught.value)
