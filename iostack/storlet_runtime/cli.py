@@ -43,6 +43,7 @@ from iostack.storlet_runtime.deploy import (
 )
 from iostack.storlet_runtime.packaging import NotSandboxable, filter_storlet, storlet_name
 from iostack.storlet_runtime.sandbox import ScopeSandbox
+from iostack.storlet_runtime.storlets_api import WRAPPER_CLASS, wrapped_code
 from iostack.storlet_runtime.swift_conf import gateway_conf_path
 
 _FILTER_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
@@ -68,7 +69,11 @@ def _tenant_account(info: dict[str, Any], tenant: str) -> str:
 
 
 def prepare_upload(path: Path, name: str, main: str | None) -> PythonStorlet:
-    """Check a tenant filter and name its storlet ``iostack_<name>.py``."""
+    """Check a tenant filter (a Storlets-API storlet) and name its storlet ``iostack_<name>.py``.
+
+    The stored storlet is the author's module with ``storlets_api``'s class
+    appended, which runs the author's class under IOStack's protocol.
+    """
     if not _FILTER_NAME.match(name):
         raise StorletValidationError(
             f"filter name {name!r}: lower-case letters, digits and '_', starting with a letter")
@@ -77,10 +82,14 @@ def prepare_upload(path: Path, name: str, main: str | None) -> PythonStorlet:
     except OSError as exc:
         raise StorletValidationError(f"cannot read {path}: {exc.strerror}") from None
     object_name = storlet_name(name)
+    module = object_name[:-3]
     # The storlet module is renamed after the filter, so only the class part of --main counts.
     cls = main.rpartition(".")[2] if main else None
-    return check_python_storlet(object_name, code,
-                                f"{object_name[:-3]}.{cls}" if cls else None)
+    author = check_python_storlet(object_name, code, f"{module}.{cls}" if cls else None)
+    # What runs is the author's storlet inside IOStack's protocol (storlets_api).
+    return check_python_storlet(object_name,
+                                wrapped_code(code, author.main.rpartition(".")[2]),
+                                f"{module}.{WRAPPER_CLASS}")
 
 
 def filter_metadata(name: str, storlet: PythonStorlet, source: str,

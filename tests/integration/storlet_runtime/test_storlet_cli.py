@@ -30,7 +30,7 @@ def test_upload_registers_and_deploys_then_the_filter_runs(iostack, aio, storlet
     meta = requests.get(f"{aio['controller_url']}/v1/filters/{name}", timeout=30,
                         headers={"X-Auth-Token": aio["admin_token"]}).json()
     assert meta["sandboxable"] and meta["extra"]["runtime"] == "storlet"
-    assert meta["extra"]["storlet_main"] == f"iostack_{name}.ZlibFilter"
+    assert meta["extra"]["storlet_main"] == f"iostack_{name}.IOStackStorletsApi"
     # Swift has the storlet; it round-trips a body.
     storlet_tenant.conn.put_container(storlet_tenant.container)
     put = storlet_tenant.put("cli.txt", BODY, packaging.storlet_headers(name, "encode"))
