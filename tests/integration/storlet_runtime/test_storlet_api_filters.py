@@ -16,6 +16,8 @@ import pytest
 from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 
+from iostack.controller.client import ControllerError
+
 pytestmark = pytest.mark.integration
 
 MIB = 1 << 20
@@ -88,3 +90,16 @@ def test_the_same_through_s3_multipart(aio, rot13_container, stored):
                    if o["name"].count("/") == 2)
     _, raw = stored("AUTH_t1", container + "+segments", parts[0])
     assert raw == rot13(body[:5 * MIB])
+
+
+def test_a_tenants_filter_named_for_another_tenant_is_a_dsl_error_and_nothing_is_stored(
+        policies, rot13_filter):
+    before = policies.client.policies()
+    text = f"FOR CONTAINER t3/x DO SET {rot13_filter}"
+    with pytest.raises(ControllerError) as err:
+        policies.add(text)
+    assert err.value.status == 400
+    (diagnostic,) = err.value.diagnostics
+    assert (diagnostic["line"], diagnostic["column"]) == (1, text.index(rot13_filter) + 1)
+    assert "AUTH_t1's own filter" in diagnostic["message"]
+    assert policies.client.policies() == before
