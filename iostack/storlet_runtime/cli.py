@@ -6,10 +6,15 @@ Verbs:
     A tenant's or admin's own Python filter: validated statically (never
     run here), registered with the controller (metadata ``sandboxable``,
     ``extra.runtime = storlet``; the code itself through ``PUT
-    /v1/filters/NAME/code``), then stored as storlet ``iostack_NAME.py`` in
-    the storlet container of the tenant (all tenants without ``--tenant``),
-    whose account gets Storlets enabled. ``iostack filter upload`` is the same
-    verb, mounted under the controller's ``filter`` by ``iostack.cli``.
+    /v1/filters/NAME/code``), then stored as the pinned storlet
+    ``iostack_pin_<hash>.py`` (one per version) in the storlet container of
+    the tenant (all tenants without ``--tenant``), whose account gets
+    Storlets enabled. ``iostack filter upload`` is the same verb, mounted
+    under the controller's ``filter`` by ``iostack.cli``.
+``iostack filter show NAME`` / ``iostack filter rm NAME``
+    The controller's verbs; for an uploaded filter, ``show`` adds its
+    versions and the stored objects each encoded, and ``rm`` refuses while
+    any object uses one (``add_filter_version_verbs``, mounted likewise).
 ``iostack storlet deploy FILTER [--tenant t1]``
     A sandbox-capable library filter, packaged and stored the same way.
 ``iostack storlet sandbox list`` / ``iostack storlet sandbox stop SCOPE``
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import configparser
+import functools
 import json
 import re
 import sys
@@ -30,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from swiftclient.client import Connection
+from swiftclient.exceptions import ClientException
 
 from iostack.controller.client import ControllerClient, ControllerError
 from iostack.endpoints import load_aio_info
@@ -41,10 +48,17 @@ from iostack.storlet_runtime.deploy import (
     enable_account,
     upload_storlet,
 )
-from iostack.storlet_runtime.packaging import NotSandboxable, filter_storlet, storlet_name
+from iostack.storlet_runtime.packaging import (
+    NotSandboxable,
+    filter_storlet,
+    pin_name,
+    pinned_storlet_name,
+    storlet_name,
+)
 from iostack.storlet_runtime.sandbox import ScopeSandbox
 from iostack.storlet_runtime.storlets_api import WRAPPER_CLASS, wrapped_code
-from iostack.storlet_runtime.swift_conf import gateway_conf_path
+from iostack.storlet_runtime.swift_conf import STORLET_CONTAINER, gateway_conf_path
+from iostack.storlet_runtime.usage import count_versions, internal_client
 
 _FILTER_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 
@@ -69,10 +83,12 @@ def _tenant_account(info: dict[str, Any], tenant: str) -> str:
 
 
 def prepare_upload(path: Path, name: str, main: str | None) -> PythonStorlet:
-    """Check a tenant filter (a Storlets-API storlet) and name its storlet ``iostack_<name>.py``.
+    """Check a tenant filter (a Storlets-API storlet); its storlet is this version's pin.
 
     The stored storlet is the author's module with ``storlets_api``'s class
-    appended, which runs the author's class under IOStack's protocol.
+    appended, which runs the author's class under IOStack's protocol, named
+    after its content (``pinned_storlet_name``): every upload is a version
+    of its own, and objects decode with the version that encoded them.
     """
     if not _FILTER_NAME.match(name):
         raise StorletValidationError(
@@ -81,15 +97,14 @@ def prepare_upload(path: Path, name: str, main: str | None) -> PythonStorlet:
         code = path.read_bytes()
     except OSError as exc:
         raise StorletValidationError(f"cannot read {path}: {exc.strerror}") from None
-    object_name = storlet_name(name)
-    module = object_name[:-3]
-    # The storlet module is renamed after the filter, so only the class part of --main counts.
+    module = storlet_name(name)[:-3]
+    # The storlet module is renamed after its content, so only the class part of --main counts.
     cls = main.rpartition(".")[2] if main else None
-    author = check_python_storlet(object_name, code, f"{module}.{cls}" if cls else None)
+    author = check_python_storlet(f"{module}.py", code, f"{module}.{cls}" if cls else None)
     # What runs is the author's storlet inside IOStack's protocol (storlets_api).
-    return check_python_storlet(object_name,
-                                wrapped_code(code, author.main.rpartition(".")[2]),
-                                f"{module}.{WRAPPER_CLASS}")
+    wrapped = wrapped_code(code, author.main.rpartition(".")[2])
+    pinned = pinned_storlet_name(wrapped)
+    return check_python_storlet(pinned, wrapped, f"{pinned[:-3]}.{WRAPPER_CLASS}")
 
 
 def filter_metadata(name: str, storlet: PythonStorlet, source: str,
@@ -135,6 +150,95 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     tenants = _deploy(storlet, args.tenant)
     print(f"filter {args.filter}: storlet {storlet.name} deployed to {', '.join(tenants)}")
     return 0
+
+
+def _filter_accounts(info: dict[str, Any], meta: dict[str, Any]) -> list[str]:
+    """The accounts an uploaded filter was deployed to: its tenant's, or every tenant's."""
+    owner = meta.get("extra", {}).get("tenant")
+    return [owner] if owner else [_tenant_account(info, t) for t in sorted(info["tenants"])]
+
+
+def version_usage(meta: dict[str, Any]) -> dict[str, int]:
+    """SHA-256 of each code that encoded objects of an uploaded filter -> how many objects.
+
+    Every version the controller kept is there (0 when unused), and so is
+    code that is not among them (objects of an upload from before versions
+    were kept, under the filter's old storlet name).
+    """
+    versions = [v["sha256"] for v in meta.get("extra", {}).get("versions", [])]
+    storlets = {pin_name(v) for v in versions} | {storlet_name(meta["name"])}
+    info = load_aio_info()
+    counts = count_versions(internal_client(info["swift_dir"]),
+                            _filter_accounts(info, meta), storlets)
+    return {**dict.fromkeys(versions, 0), **counts}
+
+
+def _uploaded(client: ControllerClient, name: str) -> dict[str, Any] | None:
+    meta = client.item("filters", name)
+    return meta if meta.get("extra", {}).get("runtime") == "storlet" else None
+
+
+def cmd_show_versions(show: Any, args: argparse.Namespace) -> int:
+    """``filter show``, with an uploaded filter's versions and the objects each encoded."""
+    client = ControllerClient.from_env(args.url, args.token)
+    meta = _uploaded(client, args.name)
+    if meta is None:
+        return show(args)
+    usage = version_usage(meta)
+    if args.json:
+        print(json.dumps({**meta, "objects_by_version": usage}, indent=2, sort_keys=True))
+        return 0
+    status = show(args)
+    current = meta["extra"].get("code_sha256")
+    uploaded = {v["sha256"]: v["uploaded"] for v in meta["extra"].get("versions", [])}
+    print(f"{'VERSION':<18} {'STORLET':<50} {'UPLOADED':<21} OBJECTS")
+    for digest, count in usage.items():
+        mark = "*" if digest == current else " "
+        print(f"{mark}{digest[:16]:<17} {pin_name(digest):<50} "
+              f"{uploaded.get(digest, '(not kept)'):<21} {count}")
+    return status
+
+
+def cmd_rm_unused(rm: Any, args: argparse.Namespace) -> int:
+    """``filter rm`` of an uploaded filter: refused while objects use any of its versions.
+
+    Then the registration goes, and so do its pinned versions in Swift (no
+    object uses them). Re-encoding stored objects is the stored-data
+    reconciliation's job; until it runs, the objects keep the filter.
+    """
+    client = ControllerClient.from_env(args.url, args.token)
+    meta = _uploaded(client, args.name)
+    if meta is None:
+        return rm(args)
+    usage = version_usage(meta)
+    used = {digest: count for digest, count in usage.items() if count}
+    if used:
+        print(f"iostack: filter {args.name}: {sum(used.values())} stored objects were encoded "
+              f"by its code and decode with it ("
+              + ", ".join(f"version {d[:16]}: {c}" for d, c in used.items())
+              + "); delete or re-encode them first. Nothing was removed.", file=sys.stderr)
+        return 2
+    status = rm(args)
+    if status == 0:
+        info = load_aio_info()
+        for conn in _tenant_connections(info, None).values():
+            account = conn.url.rstrip("/").rsplit("/", 1)[-1]
+            if account not in _filter_accounts(info, meta):
+                continue
+            for digest in usage:
+                try:
+                    conn.delete_object(STORLET_CONTAINER, pin_name(digest))
+                except ClientException as exc:
+                    if exc.http_status != 404:
+                        raise
+    return status
+
+
+def add_filter_version_verbs(verbs: Any) -> None:
+    """``filter show`` and ``filter rm`` (the controller's) learn about uploaded versions."""
+    for verb, command in (("show", cmd_show_versions), ("rm", cmd_rm_unused)):
+        parser = verbs.choices[verb]
+        parser.set_defaults(func=_guarded(functools.partial(command, parser.get_default("func"))))
 
 
 def _run_dir() -> Path:

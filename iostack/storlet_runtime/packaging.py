@@ -65,6 +65,23 @@ def storlet_name(filter_name: str) -> str:
     return f"iostack_{filter_name.lower()}.py"
 
 
+PIN_PREFIX = "iostack_pin_"
+
+
+def pinned_storlet_name(code: bytes) -> str:
+    """The storlet name of one uploaded version: its content's SHA-256 (128 bits of it).
+
+    Objects record it and decode with it forever; the gateway still checks
+    the whole SHA-256 before it runs the code.
+    """
+    return pin_name(hashlib.sha256(code).hexdigest())
+
+
+def pin_name(code_sha256: str) -> str:
+    """The pinned storlet of the version whose code has SHA-256 ``code_sha256``."""
+    return f"{PIN_PREFIX}{code_sha256[:32]}.py"
+
+
 def filter_storlet(filter_name: str) -> PythonStorlet:
     """The storlet that runs library filter ``filter_name`` (validated like uploaded code)."""
     spec = get_filter(filter_name)

@@ -113,3 +113,16 @@ def upload_t1_filter(iostack):
 
     return upload
 
+
+
+@pytest.fixture(scope="session")
+def storlet_of(aio):
+    """``storlet_of("tzlib1a2b3c")``: the pinned storlet (``iostack_pin_<hash>.py``) that runs
+    an uploaded filter's current version."""
+
+    def find(name: str) -> str:
+        meta = requests.get(f"{aio['controller_url']}/v1/filters/{name}", timeout=30,
+                            headers={"X-Auth-Token": aio["admin_token"]}).json()
+        return meta["extra"]["storlet"]
+
+    return find

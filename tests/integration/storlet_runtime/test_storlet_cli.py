@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import uuid
 from pathlib import Path
 
@@ -25,19 +26,23 @@ def test_upload_registers_and_deploys_then_the_filter_runs(iostack, aio, storlet
     done = iostack("storlet", "upload", str(HERE / "zlib_filter.py"), "--name", name,
                    "--main", "zlib_filter.ZlibFilter", "--tenant", "t1")
     assert done.returncode == 0, done.stderr
-    assert f"iostack_{name}.py" in done.stdout
-    # The controller knows it as a sandboxed filter, with its code.
+    # The controller knows it as a sandboxed filter, with its code, pinned by its content.
     meta = requests.get(f"{aio['controller_url']}/v1/filters/{name}", timeout=30,
                         headers={"X-Auth-Token": aio["admin_token"]}).json()
     assert meta["sandboxable"] and meta["extra"]["runtime"] == "storlet"
-    assert meta["extra"]["storlet_main"] == f"iostack_{name}.IOStackStorletsApi"
+    storlet = meta["extra"]["storlet"]
+    assert storlet == packaging.pin_name(meta["extra"]["code_sha256"]) in done.stdout
+    assert re.fullmatch(r"iostack_pin_[0-9a-f]{32}\.py", storlet)
+    assert meta["extra"]["storlet_main"] == f"{storlet[:-3]}.IOStackStorletsApi"
+    assert [v["sha256"] for v in meta["extra"]["versions"]] == [meta["extra"]["code_sha256"]]
     # Swift has the storlet; it round-trips a body.
     storlet_tenant.conn.put_container(storlet_tenant.container)
-    put = storlet_tenant.put("cli.txt", BODY, packaging.storlet_headers(name, "encode"))
+    put = storlet_tenant.put("cli.txt", BODY, packaging.storlet_run_headers(storlet, "encode"))
     assert put.status_code == 201, put.text
     sysmeta = packaging.read_storlet_result(storlet_tenant.conn.head_object(
         storlet_tenant.container, "cli.txt"))["sysmeta"]
-    get = storlet_tenant.get("cli.txt", packaging.storlet_headers(name, "decode", sysmeta=sysmeta))
+    get = storlet_tenant.get("cli.txt", packaging.storlet_run_headers(storlet, "decode",
+                                                                      sysmeta=sysmeta))
     assert get.content == BODY
 
 
