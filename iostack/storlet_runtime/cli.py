@@ -3,8 +3,10 @@
 Verbs:
 
 ``iostack storlet upload FILE.py --name NAME [--main Module.Class] [--tenant t1]``
-    A tenant's or admin's own Python filter: validated statically (never
-    run here), registered with the controller (metadata ``sandboxable``,
+    A tenant's or admin's own Python filter (a Storlets-API storlet):
+    validated statically, run once on sample data in the tenant's sandbox
+    (``upload_check``; a failure is refused with nothing registered),
+    registered with the controller (metadata ``sandboxable``,
     ``extra.runtime = storlet``; the code itself through ``PUT
     /v1/filters/NAME/code``), then stored as the pinned storlet
     ``iostack_pin_<hash>.py`` (one per version) in the storlet container of
@@ -29,8 +31,10 @@ from __future__ import annotations
 import argparse
 import configparser
 import functools
+import hashlib
 import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -61,6 +65,8 @@ from iostack.storlet_runtime.swift_conf import STORLET_CONTAINER, gateway_conf_p
 from iostack.storlet_runtime.usage import count_versions, internal_client
 
 _FILTER_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+# Cold sandbox and storlet daemon (~1.5 s) plus three samples round-tripped.
+UPLOAD_CHECK_TIMEOUT = 300
 
 
 def _tenant_connections(info: dict[str, Any], tenant: str | None) -> dict[str, Connection]:
@@ -132,10 +138,43 @@ def _deploy(storlet: PythonStorlet, tenant: str | None) -> list[str]:
     return done
 
 
+def check_in_sandbox(info: dict[str, Any], tenant: str, storlet: PythonStorlet) -> None:
+    """Run the new version once in ``tenant``'s sandbox (``upload_check``); refuse it on failure.
+
+    The version is stored first (the sandbox loads it from Swift, as on the
+    data path); if it fails, it is removed again unless it was already there
+    (an identical upload: objects may use it).
+    """
+    conn = _tenant_connections(info, tenant)[tenant]
+    try:
+        conn.head_object(STORLET_CONTAINER, storlet.name)
+        existed = True
+    except ClientException:
+        existed = False
+    enable_account(conn)
+    upload_storlet(conn, storlet)
+    checked = subprocess.run(  # noqa: S603 - fixed argv: this interpreter, this package
+        [sys.executable, "-m", "iostack.storlet_runtime.upload_check", info["swift_dir"],
+         _tenant_account(info, tenant), storlet.name, hashlib.sha256(storlet.code).hexdigest()],
+        capture_output=True, text=True, timeout=UPLOAD_CHECK_TIMEOUT, check=False)
+    if checked.returncode == 0:
+        return
+    if not existed:
+        conn.delete_object(STORLET_CONTAINER, storlet.name)
+    try:
+        reason = json.loads(checked.stdout.strip().splitlines()[-1])["error"]
+    except (ValueError, KeyError, IndexError):
+        reason = (checked.stderr.strip().splitlines() or ["no output"])[-1]
+    raise StorletValidationError(f"filter {storlet.name}: it failed its check in {tenant}'s "
+                                 f"sandbox: {reason}. Nothing was registered.")
+
+
 def cmd_upload(args: argparse.Namespace) -> int:
     storlet = prepare_upload(Path(args.file), args.name, args.main)
     client = ControllerClient.from_env(getattr(args, "url", None), getattr(args, "token", None))
-    account = _tenant_account(load_aio_info(), args.tenant) if args.tenant else None
+    info = load_aio_info()
+    check_in_sandbox(info, args.tenant or sorted(info["tenants"])[0], storlet)
+    account = _tenant_account(info, args.tenant) if args.tenant else None
     client.put("filters", args.name, filter_metadata(args.name, storlet, Path(args.file).name,
                                                      account).to_json())
     client.upload_code(args.name, storlet.code)

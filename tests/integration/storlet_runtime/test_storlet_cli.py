@@ -90,3 +90,22 @@ def test_sandbox_list_and_stop(iostack, storlet_tenant):
     assert {row["scope"]: row["pid"] for row in listed}.get(scope) is None
     # The next request brings a fresh sandbox up.
     assert storlet_tenant.get("warm.txt", {"X-Run-Storlet": "upper.py"}).content == b"X"
+
+
+@pytest.mark.parametrize(("cls", "message"), [
+    ("RaisingStorlet", "encode failed"),
+    ("TruncatingStorlet", "decode of one line, bytes 0-39: 19 bytes that are not the 39"),
+    ("OverlongStorlet", "decode of an empty body, bytes 0-0: 100 bytes"),
+])
+def test_a_filter_that_fails_in_the_sandbox_is_refused_and_nothing_is_registered(
+        iostack, aio, storlet_tenant, cls, message):
+    before = {o["name"] for o in storlet_tenant.conn.get_container("storlet")[1]}
+    name = f"broken_{uuid.uuid4().hex[:6]}"
+    done = iostack("filter", "upload", str(HERE / "broken_storlet.py"), "--name", name,
+                   "--main", f"broken_storlet.{cls}", "--tenant", "t1")
+    assert done.returncode == 2, done.stdout
+    assert "failed its check in t1's sandbox" in done.stderr and message in done.stderr, \
+        done.stderr
+    assert requests.get(f"{aio['controller_url']}/v1/filters/{name}", timeout=30,
+                        headers={"X-Auth-Token": aio["admin_token"]}).status_code == 404
+    assert {o["name"] for o in storlet_tenant.conn.get_container("storlet")[1]} == before
