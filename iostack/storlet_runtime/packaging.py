@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
@@ -157,3 +159,19 @@ def code_mismatch(path: str, expected: str) -> str | None:
     except OSError as exc:
         return f"cannot read it ({exc.strerror})"
     return None if found == expected.lower() else f"its code has SHA-256 {found}"
+
+
+def keep_only(folder: str, name: str) -> list[str]:
+    """Remove everything in ``folder`` but the file ``name``; the names removed.
+
+    ``__pycache__`` stays: Python ignores an entry there without its source
+    next to it.
+    """
+    removed = sorted(set(os.listdir(folder)) - {name, "__pycache__"})
+    for entry in removed:
+        path = os.path.join(folder, entry)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+    return removed
