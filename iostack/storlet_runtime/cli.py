@@ -44,7 +44,7 @@ from swiftclient.exceptions import ClientException
 
 from iostack.controller.client import ControllerClient, ControllerError
 from iostack.endpoints import load_aio_info
-from iostack.filters.metadata import FilterMetadata
+from iostack.filters.metadata import FilterMetadata, Param
 from iostack.storlet_runtime.deploy import (
     PythonStorlet,
     StorletValidationError,
@@ -113,8 +113,31 @@ def prepare_upload(path: Path, name: str, main: str | None) -> PythonStorlet:
     return check_python_storlet(pinned, wrapped, f"{pinned[:-3]}.{WRAPPER_CLASS}")
 
 
+_PARAM = re.compile(r"^(?P<name>[a-z][a-z0-9_]*):(?P<type>[a-z]+)"
+                    r"(?::(?P<min>-?[0-9.]+)\.\.(?P<max>-?[0-9.]+))?(?:=(?P<default>.*))?$")
+
+
+def parse_param(text: str) -> Param:
+    """``--param NAME:TYPE[:MIN..MAX][=DEFAULT]`` -> the parameter a policy may give the filter.
+
+    The storlet receives it as ``params[NAME]``, a string, as Storlets passes
+    parameters; the DSL checks its type and range first.
+    """
+    match = _PARAM.match(text)
+    if match is None:
+        raise StorletValidationError(f"--param {text!r}: NAME:TYPE[:MIN..MAX][=DEFAULT], "
+                                     f"e.g. by:int:0..255=1")
+    low, high = (float(match[key]) if match[key] else None for key in ("min", "max"))
+    try:
+        return Param(match["name"], match["type"], default=match["default"], minimum=low,
+                     maximum=high)
+    except ValueError as exc:
+        raise StorletValidationError(f"--param {text!r}: {exc}") from None
+
+
 def filter_metadata(name: str, storlet: PythonStorlet, source: str,
-                    account: str | None = None) -> FilterMetadata:
+                    account: str | None = None,
+                    params: tuple[Param, ...] = ()) -> FilterMetadata:
     """Registry metadata of an uploaded filter; ``account``: the one tenant it is for.
 
     A filter uploaded for one tenant is that tenant's: the data path runs it
@@ -125,7 +148,7 @@ def filter_metadata(name: str, storlet: PythonStorlet, source: str,
         extra["tenant"] = account
     return FilterMetadata(
         name=name, description=f"tenant filter from {source}, run in the sandbox",
-        methods=frozenset({"GET", "PUT"}), stages=frozenset({"proxy", "object"}),
+        params=params, methods=frozenset({"GET", "PUT"}), stages=frozenset({"proxy", "object"}),
         default_stage="proxy", changes_size=True, sandboxable=True, extra=extra)
 
 
@@ -171,12 +194,13 @@ def check_in_sandbox(info: dict[str, Any], tenant: str, storlet: PythonStorlet) 
 
 def cmd_upload(args: argparse.Namespace) -> int:
     storlet = prepare_upload(Path(args.file), args.name, args.main)
+    params = tuple(parse_param(text) for text in getattr(args, "param", None) or ())
     client = ControllerClient.from_env(getattr(args, "url", None), getattr(args, "token", None))
     info = load_aio_info()
     check_in_sandbox(info, args.tenant or sorted(info["tenants"])[0], storlet)
     account = _tenant_account(info, args.tenant) if args.tenant else None
     client.put("filters", args.name, filter_metadata(args.name, storlet, Path(args.file).name,
-                                                     account).to_json())
+                                                     account, params).to_json())
     client.upload_code(args.name, storlet.code)
     tenants = _deploy(storlet, args.tenant)
     print(f"filter {args.name}: storlet {storlet.name} (main {storlet.main}) deployed to "
@@ -331,6 +355,8 @@ def add_upload_parser(subparsers: Any, parents: list[argparse.ArgumentParser] = 
     up.add_argument("--main", help="Module.Class of the storlet (default: the only class "
                                    "with __call__)")
     up.add_argument("--tenant", help="deploy to this tenant only (default: every tenant)")
+    up.add_argument("--param", action="append", metavar="NAME:TYPE[:MIN..MAX][=DEFAULT]",
+                    help="a parameter policies may give it (SET f WITH NAME=v); repeatable")
     up.set_defaults(func=_guarded(cmd_upload))
 
 

@@ -11,15 +11,17 @@ speaks that protocol around the author's storlet:
 
 - the author's storlet gets the filter's parameters as plain ``params``
   entries (``params["prefix"]``, as Storlets passes ``X-Storlet-Parameter``
-  values), plus ``direction``: ``put`` when the object is written (encode),
+  values; on GET those the object was written with, kept in its sysmeta),
+  plus ``direction``: ``put`` when the object is written (encode),
   ``get`` when it is read (decode). A self-inverse storlet (rot13, XOR) or
   one that only reads ignores it; one that transforms differently each way
   reads it. The protocol's own entries (``mode``, ``range``...) are there too
   and win over a filter parameter of the same name;
 - encode: the output is spooled to the sandbox's private ``/tmp`` and
   announced with its length (``Iostack-Encoded-Length``) and the sysmeta
-  ``{"length": <bytes read>}``; what the storlet sets as its own metadata is
-  not stored (an IOStack filter's record is the proxy's);
+  ``{"length": <bytes read>, "params": <the filter's parameters, JSON>}``;
+  what the storlet sets as its own metadata is not stored (an IOStack
+  filter's record is the proxy's);
 - decode: the storlet decodes the whole stored body (it cannot seek) and the
   runner passes on only the asked ``range``, streaming, so a range costs no
   spool; the input left unread is drained, so the server never blocks;
@@ -66,12 +68,22 @@ def wrapped_code(code: bytes, cls: str) -> bytes:
     return code.rstrip(b"\n") + b"\n" + _WRAPPER.format(wrapper=WRAPPER_CLASS, cls=cls).encode()
 
 
-def storlet_params(params: dict[str, str]) -> dict[str, str]:
-    """What the author's storlet sees: filter parameters flat, ``direction``, the protocol's."""
+def _json_object(text: str | None) -> dict[str, Any]:
     try:
-        given = json.loads(params.get("params") or "{}")
+        value = json.loads(text or "{}")
     except ValueError:
-        given = {}
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def storlet_params(params: dict[str, str]) -> dict[str, str]:
+    """What the author's storlet sees: filter parameters flat, ``direction``, the protocol's.
+
+    A decode gets the parameters its object was encoded with, which the
+    encode kept in the sysmeta (a GET carries no policy parameters).
+    """
+    given = _json_object(params.get("params")) if params["mode"] == "encode" \
+        else _json_object(_json_object(params.get("sysmeta")).get("params"))
     flat = {str(k): v if isinstance(v, str) else json.dumps(v)
             for k, v in (given.items() if isinstance(given, dict) else ())}
     return {**flat, **params, "direction": DIRECTIONS[params["mode"]]}
@@ -126,6 +138,7 @@ class _Output:
         self.written = 0
         self.start, self.end = decode_range(params) if self.mode == "decode" else (0, None)
         self.sysmeta = params.get("sysmeta") or "{}"
+        self.params = params.get("params") or "{}"
         self.spool = tempfile.TemporaryFile(dir="/tmp") if self.mode == "encode" else None
         self._announced = False
         self.closed = False
@@ -180,7 +193,7 @@ class _Output:
             return
         self.closed = True
         if self.spool is not None and not self.passthrough:
-            sysmeta = {"length": str(self.source.read_bytes)}
+            sysmeta = {"length": str(self.source.read_bytes), "params": self.params}
             self.real.set_metadata({"Iostack-Encoded-Length": str(self.spool.tell()),
                                     "Iostack-Sysmeta": json.dumps(sysmeta)})
             self.spool.seek(0)

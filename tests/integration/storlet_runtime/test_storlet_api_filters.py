@@ -59,15 +59,20 @@ def test_a_storlets_api_storlet_encodes_on_put_and_decodes_on_get(rot13_containe
 
 def test_a_storlet_that_transforms_differently_each_way_gets_the_direction(
         upload_t1_filter, swift_for, policies, stored):
-    shift = upload_t1_filter("shift_storlet.ShiftStorlet", "tshift")
+    shift = upload_t1_filter("shift_storlet.ShiftStorlet", "tshift", "--param", "by:int:0..255")
     conn = swift_for("t1")
     container = f"shift-{uuid.uuid4().hex[:8]}"
     conn.put_container(container)
-    policies.add(f"FOR CONTAINER AUTH_t1/{container} DO SET {shift}")
+    policies.add(f"FOR CONTAINER AUTH_t1/{container} DO SET {shift} WITH by=3")
     conn.put_object(container, "o", BODY)
     _, raw = stored("AUTH_t1", container, "o")
-    assert raw == bytes((b + 1) % 256 for b in BODY)
+    assert raw == bytes((b + 3) % 256 for b in BODY)  # params["by"], as Storlets passes it
     assert conn.get_object(container, "o")[1] == BODY
+    assert conn.get_object(container, "o", headers={"Range": "bytes=7-9"})[1] == BODY[7:10]
+    # The declared range holds at compile time.
+    with pytest.raises(ControllerError) as err:
+        policies.add(f"FOR CONTAINER AUTH_t1/{container} DO SET {shift} WITH by=300")
+    assert "must be in [0, 255]" in str(err.value.diagnostics)
 
 
 def test_the_same_through_s3_multipart(aio, rot13_container, stored):

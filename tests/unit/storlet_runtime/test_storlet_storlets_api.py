@@ -88,10 +88,10 @@ def _round_trip(cls, params: dict, byte_range: str | None = None) -> tuple[bytes
     stored = _run(cls, BODY, mode="encode", params=json.dumps(params))
     assert stored.metadata["Iostack-Encoded-Length"] == str(len(stored.body.getvalue()))
     sysmeta = stored.metadata["Iostack-Sysmeta"]
-    assert json.loads(sysmeta) == {"length": str(len(BODY))}
+    assert json.loads(sysmeta) == {"length": str(len(BODY)), "params": json.dumps(params)}
     extra = {"range": byte_range} if byte_range else {}
-    decoded = _run(cls, stored.body.getvalue(), mode="decode", sysmeta=sysmeta,
-                   params=json.dumps(params), **extra)
+    # A GET carries no policy parameters: the decode gets those the object was written with.
+    decoded = _run(cls, stored.body.getvalue(), mode="decode", sysmeta=sysmeta, **extra)
     assert decoded.metadata == {"Iostack-Length": str(len(BODY))}
     return stored.body.getvalue(), decoded.body.getvalue()
 
