@@ -28,6 +28,7 @@ COMMAND_MODULES = (
 # (command, module, function): ``function(verbs)`` adds its verb to ``command``'s verbs.
 MOUNTS = (
     ("filter", "iostack.storlet_runtime.cli", "add_upload_parser"),
+    ("filter", "iostack.storlet_runtime.cli", "add_test_parser"),
     ("filter", "iostack.storlet_runtime.cli", "add_filter_version_verbs"),
 )
 

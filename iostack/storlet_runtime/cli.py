@@ -62,6 +62,7 @@ from iostack.storlet_runtime.packaging import (
 from iostack.storlet_runtime.sandbox import ScopeSandbox
 from iostack.storlet_runtime.storlets_api import WRAPPER_CLASS, wrapped_code
 from iostack.storlet_runtime.swift_conf import STORLET_CONTAINER, gateway_conf_path
+from iostack.storlet_runtime.template import filter_template
 from iostack.storlet_runtime.usage import count_versions, internal_client
 
 _FILTER_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
@@ -161,12 +162,14 @@ def _deploy(storlet: PythonStorlet, tenant: str | None) -> list[str]:
     return done
 
 
-def check_in_sandbox(info: dict[str, Any], tenant: str, storlet: PythonStorlet) -> None:
-    """Run the new version once in ``tenant``'s sandbox (``upload_check``); refuse it on failure.
+def check_in_sandbox(info: dict[str, Any], tenant: str, storlet: PythonStorlet,
+                     keep: bool = True, big: bool = False) -> None:
+    """Run a version once in ``tenant``'s sandbox (``upload_check``); refuse it on failure.
 
     The version is stored first (the sandbox loads it from Swift, as on the
-    data path); if it fails, it is removed again unless it was already there
-    (an identical upload: objects may use it).
+    data path); it is removed again when it fails, or after the check when
+    not ``keep`` (``filter test``), unless it was already there (an
+    identical upload: objects may use it). ``big``: a 10 MiB sample too.
     """
     conn = _tenant_connections(info, tenant)[tenant]
     try:
@@ -176,13 +179,18 @@ def check_in_sandbox(info: dict[str, Any], tenant: str, storlet: PythonStorlet) 
         existed = False
     enable_account(conn)
     upload_storlet(conn, storlet)
-    checked = subprocess.run(  # noqa: S603 - fixed argv: this interpreter, this package
-        [sys.executable, "-m", "iostack.storlet_runtime.upload_check", info["swift_dir"],
-         _tenant_account(info, tenant), storlet.name, hashlib.sha256(storlet.code).hexdigest()],
-        capture_output=True, text=True, timeout=UPLOAD_CHECK_TIMEOUT, check=False)
+    try:
+        checked = subprocess.run(  # noqa: S603 - fixed argv: this interpreter, this package
+            [sys.executable, "-m", "iostack.storlet_runtime.upload_check", info["swift_dir"],
+             _tenant_account(info, tenant), storlet.name,
+             hashlib.sha256(storlet.code).hexdigest(), *(["--big"] if big else [])],
+            capture_output=True, text=True, timeout=UPLOAD_CHECK_TIMEOUT, check=False)
+    finally:
+        if not existed and not keep:
+            conn.delete_object(STORLET_CONTAINER, storlet.name)
     if checked.returncode == 0:
         return
-    if not existed:
+    if not existed and keep:
         conn.delete_object(STORLET_CONTAINER, storlet.name)
     try:
         reason = json.loads(checked.stdout.strip().splitlines()[-1])["error"]
@@ -190,6 +198,17 @@ def check_in_sandbox(info: dict[str, Any], tenant: str, storlet: PythonStorlet) 
         reason = (checked.stderr.strip().splitlines() or ["no output"])[-1]
     raise StorletValidationError(f"filter {storlet.name}: it failed its check in {tenant}'s "
                                  f"sandbox: {reason}. Nothing was registered.")
+
+
+def cmd_test(args: argparse.Namespace) -> int:
+    """``filter test FILE``: the upload's check in the tenant's sandbox, nothing registered."""
+    storlet = prepare_upload(Path(args.file), "test_upload", args.main)
+    info = load_aio_info()
+    tenant = args.tenant or sorted(info["tenants"])[0]
+    check_in_sandbox(info, tenant, storlet, keep=False, big=True)
+    print(f"{args.file}: round trip, ranges, empty, one line, 300 KiB and 10 MiB bodies "
+          f"pass in {tenant}'s sandbox")
+    return 0
 
 
 def cmd_upload(args: argparse.Namespace) -> int:
@@ -360,10 +379,42 @@ def add_upload_parser(subparsers: Any, parents: list[argparse.ArgumentParser] = 
     up.set_defaults(func=_guarded(cmd_upload))
 
 
+def cmd_new(args: argparse.Namespace) -> int:
+    """``filter new NAME``: write ``NAME.py``, a working filter to start from."""
+    if not _FILTER_NAME.match(args.name):
+        raise StorletValidationError(f"filter name {args.name!r}: lower-case letters, digits "
+                                     "and '_', starting with a letter")
+    path = Path(args.dir) / f"{args.name}.py"
+    try:
+        with path.open("x", encoding="utf-8") as out:
+            out.write(filter_template(args.name))
+    except OSError as exc:
+        raise StorletValidationError(f"cannot write {path}: {exc.strerror}") from None
+    print(f"wrote {path}; try it: iostack filter test {path}")
+    return 0
+
+
+def add_test_parser(subparsers: Any, parents: list[argparse.ArgumentParser] = ()) -> None:
+    """Add the ``test`` and ``new`` verbs: write a filter, run it in the sandbox."""
+    test = subparsers.add_parser("test", parents=list(parents),
+                                 help="run your Python filter in the sandbox on sample data")
+    test.add_argument("file", help="the filter's Python source (a Storlets Python storlet)")
+    test.add_argument("--main", help="Module.Class of the storlet (default: the only class "
+                                     "with __call__)")
+    test.add_argument("--tenant", help="whose sandbox (default: the first tenant)")
+    test.set_defaults(func=_guarded(cmd_test))
+    new = subparsers.add_parser("new", parents=list(parents),
+                                help="write NAME.py, a working filter to start from")
+    new.add_argument("name", help="the filter's name (a Python module name)")
+    new.add_argument("--dir", default=".", help="where to write it (default: here)")
+    new.set_defaults(func=_guarded(cmd_new))
+
+
 def register(subparsers: Any) -> dict[str, Any]:
     verbs = subparsers.add_parser("storlet", help="sandboxed filters (Storlets)").add_subparsers(
         dest="storlet_command", required=True)
     add_upload_parser(verbs)
+    add_test_parser(verbs)
     dep = verbs.add_parser("deploy", help="deploy a sandbox-capable library filter")
     dep.add_argument("filter")
     dep.add_argument("--tenant", help="this tenant only (default: every tenant)")

@@ -2,7 +2,7 @@
 
 ``iostack filter upload`` stores the new version's pinned storlet, then runs
 ``python -m iostack.storlet_runtime.upload_check SWIFT_DIR ACCOUNT STORLET
-SHA256`` (its own process: the runner monkey-patches with eventlet, as Swift
+SHA256 [--big]`` (its own process: the runner monkey-patches with eventlet, as Swift
 servers are), which drives the storlet through ``SandboxRunner`` exactly as
 the data path does, in the account's own sandbox:
 
@@ -10,7 +10,8 @@ the data path does, in the account's own sandbox:
   answer must announce ``Iostack-Encoded-Length`` with an ``Iostack-Sysmeta``
   JSON object, and send exactly that many bytes;
 - decode the encoded bytes whole and a range from their middle: they must
-  be the sample, byte for byte.
+  be the sample, byte for byte;
+- with ``--big`` (``iostack filter test``), a 10 MiB sample too.
 
 The first failure is printed as JSON ``{"error": "..."}`` (exit status 1);
 the upload then removes the version it stored and registers nothing.
@@ -30,6 +31,7 @@ SAMPLES = {
     "one line": b"IOStack upload check: one line of text\n",
     "300 KiB of every byte value": bytes(range(256)) * 1200,
 }
+BIG = {"10 MiB": bytes(range(256)) * 40960}  # ``iostack filter test`` adds it
 CONTEXT = {"container": "iostack-upload-check", "object": "sample"}
 
 
@@ -49,9 +51,9 @@ def _run(runner: Any, account: str, storlet: str, sha: str, params: dict[str, st
         raise CheckFailed(f"{params['mode']} failed: {reason}") from None
 
 
-def check(runner: Any, account: str, storlet: str, sha: str) -> None:
+def check(runner: Any, account: str, storlet: str, sha: str, big: bool = False) -> None:
     """Raise ``CheckFailed`` unless the storlet round-trips every sample under the protocol."""
-    for what, sample in SAMPLES.items():
+    for what, sample in {**SAMPLES, **(BIG if big else {})}.items():
         metadata, encoded = _run(runner, account, storlet, sha,
                                  {"mode": "encode", "params": "{}"}, sample)
         try:
@@ -74,7 +76,8 @@ def check(runner: Any, account: str, storlet: str, sha: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    swift_dir, account, storlet, sha = argv
+    big = "--big" in argv
+    swift_dir, account, storlet, sha = [arg for arg in argv if arg != "--big"]
     from swift.common import utils
 
     utils.set_swift_dir(swift_dir)  # as a Swift server's launcher does before loading
@@ -82,7 +85,7 @@ def main(argv: list[str]) -> int:
 
     try:
         check(SandboxRunner(swift_dir, logging.getLogger("iostack.upload_check")), account,
-              storlet, sha)
+              storlet, sha, big)
     except CheckFailed as exc:
         print(json.dumps({"error": str(exc)}))
         return 1

@@ -15,6 +15,7 @@ import pytest
 
 from iostack.storlet_runtime.deploy import check_python_storlet
 from iostack.storlet_runtime.storlets_api import WRAPPER_CLASS, StorletsApiRunner, wrapped_code
+from iostack.storlet_runtime.template import filter_template
 
 SAMPLES = Path(__file__).resolve().parents[2] / "integration" / "storlet_runtime"
 DEV_NULL = open("/dev/null", "rb")  # noqa: SIM115 (for the whole module)
@@ -153,3 +154,12 @@ def test_the_uploaded_module_gets_a_class_that_runs_the_authors_storlet(tmp_path
     getattr(module, WRAPPER_CLASS)(Log())([InFile(b"abc")], [out],
                                           {"mode": "encode", "params": "{}"})
     assert out.body.getvalue() == b"nop"
+
+
+def test_the_template_filter_new_writes_round_trips_with_its_parameter(tmp_path):
+    (tmp_path / "my_xor.py").write_text(filter_template("my_xor"))
+    check_python_storlet("my_xor.py", (tmp_path / "my_xor.py").read_bytes())
+    cls = _load("my_xor", tmp_path / "my_xor.py").MyXorFilter
+    stored, decoded = _round_trip(cls, {"key": 7})
+    assert stored[:3] == bytes(b ^ 7 for b in BODY[:3])
+    assert decoded == BODY
