@@ -13,6 +13,11 @@ alternate within every repetition so noise hits them alike:
 - ``datapath-sandboxed`` policy ``SET NOOP SANDBOXED``: the IOStack proxy middleware runs
                          the same storlet itself (``SandboxRunner``), on PUT and on GET;
                          the bench checks that the stored record says it ran sandboxed
+- ``uploaded-protocol``  a tenant's pass-through that speaks IOStack's protocol itself
+                         (``bench/storlets/identity_protocol.py``), uploaded, by policy
+- ``uploaded-storlets-api`` a pass-through written to the plain Storlets API
+                         (``bench/storlets/identity_storlets_api.py``), uploaded, by policy:
+                         the protocol is the runtime's (``storlets_api``)
 
 Warm: the sandbox and the storlet daemon are up. Printed per configuration as
 medians over repetitions: throughput relative to ``plain`` in the same
@@ -29,7 +34,10 @@ from __future__ import annotations
 
 import argparse
 import configparser
+import os
 import statistics
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -45,7 +53,11 @@ from iostack.storlet_runtime.swift_conf import gateway_conf_path
 
 TENANT = "t2"  # its own Storlets scope, so tearing it down does not disturb t1's tests
 SIZES = (1 << 10, 10 << 20)
-CONFIGS = ("plain", "native-noop", "sandbox-object", "sandbox-proxy", "datapath-sandboxed")
+CONFIGS = ("plain", "native-noop", "sandbox-object", "sandbox-proxy", "datapath-sandboxed",
+           "uploaded-protocol", "uploaded-storlets-api")
+UPLOADED = {"uploaded-protocol": "identity_protocol.IdentityFilter",
+            "uploaded-storlets-api": "identity_storlets_api.IdentityStorlet"}
+HERE = Path(__file__).resolve().parent
 
 
 def sandbox_of(info: dict, scope: str) -> ScopeSandbox:
@@ -75,9 +87,13 @@ def main() -> None:
         run_id = uuid.uuid4().hex[:6]
         containers = {"plain": f"sbx-plain-{run_id}", "native-noop": f"sbx-noop-{run_id}",
                       "datapath-sandboxed": f"sbx-dpsb-{run_id}"}
+        containers |= {config: f"sbx-{config}-{run_id}" for config in UPLOADED}
         for container in containers.values():
             conn.put_container(container)
         policies = Policies(info)
+        for config, main in UPLOADED.items():
+            name = upload(info, main, f"b{config[9:12]}{run_id}")
+            policies.add(f"FOR CONTAINER AUTH_{TENANT}/{containers[config]} DO SET {name}")
         policies.add(f"FOR CONTAINER AUTH_{TENANT}/{containers['native-noop']} DO SET NOOP")
         policies.add(f"FOR CONTAINER AUTH_{TENANT}/{containers['datapath-sandboxed']} "
                      "DO SET NOOP SANDBOXED")
@@ -92,6 +108,17 @@ def main() -> None:
             policies.remove_all()
 
 
+def upload(info: dict, main: str, name: str) -> str:
+    """``iostack filter upload`` of ``bench/storlets/<module>.py`` for the tenant; its name."""
+    module = main.split(".")[0]
+    subprocess.run(  # noqa: S603 - fixed argv: this interpreter, this package's CLI
+        [sys.executable, "-m", "iostack.cli", "filter", "upload",
+         str(HERE / "storlets" / f"{module}.py"), "--name", name, "--main", main,
+         "--tenant", TENANT], check=True, timeout=600,
+        env={**os.environ, "IOSTACK_STATE_DIR": info["state_dir"]})
+    return name
+
+
 def requests_for(containers: dict[str, str]) -> dict[str, tuple[str, dict[str, str]]]:
     decode = packaging.storlet_headers("noop", "decode")
     plain = f"{containers['plain']}/obj"
@@ -101,6 +128,7 @@ def requests_for(containers: dict[str, str]) -> dict[str, tuple[str, dict[str, s
         "sandbox-object": (plain, decode),
         "sandbox-proxy": (plain, {**decode, "X-Storlet-Run-On-Proxy": ""}),
         "datapath-sandboxed": (f"{containers['datapath-sandboxed']}/obj", {}),
+        **{config: (f"{containers[config]}/obj", {}) for config in UPLOADED},
     }
 
 
@@ -128,7 +156,8 @@ def run(info, url, token, conn, containers, args) -> None:
         body = body_of(size)
         conn.put_object(containers["plain"], "obj", body)
         conn.put_object(containers["native-noop"], "obj", body)
-        put_through_sandbox(info, conn, containers["datapath-sandboxed"], body)
+        for config in ("datapath-sandboxed", *UPLOADED):
+            put_through_sandbox(info, conn, containers[config], body)
         client = Client(url, token)
         for path, headers in targets.values():  # check and warm every path once
             if client.request("GET", path, headers=headers)[1] != body:

@@ -6,7 +6,8 @@ exposes ``register(subparsers)``, which adds its sub-commands, sets ``func``
 verb groups by command name. ``MOUNTS`` lists the verbs one component adds to
 another's command, so that neither imports the other: the Storlets runtime's
 ``upload`` is also ``iostack filter upload`` (uploaded code is deployed as a
-storlet).
+storlet), and ``filter show``/``filter rm`` learn from it about the pinned
+versions of uploaded code and the stored objects that use them.
 ``EXAMPLES`` gives every verb an example, shown at the end of its ``--help``.
 """
 
@@ -31,6 +32,8 @@ COMMAND_MODULES = (
 MOUNTS = (
     ("filter", "iostack.storlet_runtime.cli", "add_upload_parser"),
     ("policy", "iostack.atrest.cli", "add_simulate_parser"),
+    ("filter", "iostack.storlet_runtime.cli", "add_test_parser"),
+    ("filter", "iostack.storlet_runtime.cli", "add_filter_version_verbs"),
 )
 
 

@@ -190,12 +190,33 @@ class _Checker:
                 raise _at(action, "TRANSIENT needs a WHEN condition (it reverts when the "
                                   "condition stops holding)")
             actions.extend(self.set_or_class(action, domain))
+        self.check_owners(actions, targets)
         return CheckedPolicy(
             text=node.text, line=node.line, targets=tuple(targets), actions=tuple(actions),
             object_conds=tuple(self.object_cond(c) for c in node.object_conds),
             condition=self.condition(node.condition) if node.condition else None,
             column=node.column,
         )
+
+    def check_owners(self, actions: list[CheckedAction],
+                     targets: list[tuple[str, str]]) -> None:
+        """A tenant's private filter (``extra.tenant``) may be set on that tenant's data only.
+
+        A group or a global target may hold other tenants' data, so it is refused too.
+        """
+        for action in actions:
+            meta = self.vocab.filters.get(action.filter)
+            owner = meta.extra.get("tenant") if meta is not None else None
+            if not owner or action.verb != "set":
+                continue
+            for kind, key in targets:
+                account = key.partition("/")[0] if kind in ("tenant", "container", "object") \
+                    else None
+                if account != owner:
+                    where = "every tenant" if kind == "global" else f"{kind} {key}"
+                    raise DSLError.at(action.line, action.column,
+                                      f"{action.filter} is tenant {owner}'s own filter: it "
+                                      f"cannot be set for {where}")
 
     def target(self, node: ast.Target) -> tuple[str, str]:
         vocab = self.vocab

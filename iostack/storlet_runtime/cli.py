@@ -3,13 +3,20 @@
 Verbs:
 
 ``iostack storlet upload FILE.py --name NAME [--main Module.Class] [--tenant t1]``
-    A tenant's or admin's own Python filter: validated statically (never
-    run here), registered with the controller (metadata ``sandboxable``,
+    A tenant's or admin's own Python filter (a Storlets-API storlet):
+    validated statically, run once on sample data in the tenant's sandbox
+    (``upload_check``; a failure is refused with nothing registered),
+    registered with the controller (metadata ``sandboxable``,
     ``extra.runtime = storlet``; the code itself through ``PUT
-    /v1/filters/NAME/code``), then stored as storlet ``iostack_NAME.py`` in
-    the storlet container of the tenant (all tenants without ``--tenant``),
-    whose account gets Storlets enabled. ``iostack filter upload`` is the same
-    verb, mounted under the controller's ``filter`` by ``iostack.cli``.
+    /v1/filters/NAME/code``), then stored as the pinned storlet
+    ``iostack_pin_<hash>.py`` (one per version) in the storlet container of
+    the tenant (all tenants without ``--tenant``), whose account gets
+    Storlets enabled. ``iostack filter upload`` is the same verb, mounted
+    under the controller's ``filter`` by ``iostack.cli``.
+``iostack filter show NAME`` / ``iostack filter rm NAME``
+    The controller's verbs; for an uploaded filter, ``show`` adds its
+    versions and the stored objects each encoded, and ``rm`` refuses while
+    any object uses one (``add_filter_version_verbs``, mounted likewise).
 ``iostack storlet deploy FILTER [--tenant t1]``
     A sandbox-capable library filter, packaged and stored the same way.
 ``iostack storlet sandbox list`` / ``iostack storlet sandbox stop SCOPE``
@@ -23,17 +30,21 @@ from __future__ import annotations
 
 import argparse
 import configparser
+import functools
+import hashlib
 import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 from swiftclient.client import Connection
+from swiftclient.exceptions import ClientException
 
 from iostack.controller.client import ControllerClient, ControllerError
 from iostack.endpoints import load_aio_info
-from iostack.filters.metadata import FilterMetadata
+from iostack.filters.metadata import FilterMetadata, Param
 from iostack.storlet_runtime.deploy import (
     PythonStorlet,
     StorletValidationError,
@@ -41,11 +52,22 @@ from iostack.storlet_runtime.deploy import (
     enable_account,
     upload_storlet,
 )
-from iostack.storlet_runtime.packaging import NotSandboxable, filter_storlet, storlet_name
+from iostack.storlet_runtime.packaging import (
+    NotSandboxable,
+    filter_storlet,
+    pin_name,
+    pinned_storlet_name,
+    storlet_name,
+)
 from iostack.storlet_runtime.sandbox import ScopeSandbox
-from iostack.storlet_runtime.swift_conf import gateway_conf_path
+from iostack.storlet_runtime.storlets_api import WRAPPER_CLASS, wrapped_code
+from iostack.storlet_runtime.swift_conf import STORLET_CONTAINER, gateway_conf_path
+from iostack.storlet_runtime.template import filter_template
+from iostack.storlet_runtime.usage import count_versions, internal_client
 
 _FILTER_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+# Cold sandbox and storlet daemon (~1.5 s) plus three samples round-tripped.
+UPLOAD_CHECK_TIMEOUT = 300
 
 
 def _tenant_connections(info: dict[str, Any], tenant: str | None) -> dict[str, Connection]:
@@ -76,7 +98,13 @@ def _tenant_account(info: dict[str, Any], tenant: str) -> str:
 
 
 def prepare_upload(path: Path, name: str, main: str | None) -> PythonStorlet:
-    """Check a tenant filter and name its storlet ``iostack_<name>.py``."""
+    """Check a tenant filter (a Storlets-API storlet); its storlet is this version's pin.
+
+    The stored storlet is the author's module with ``storlets_api``'s class
+    appended, which runs the author's class under IOStack's protocol, named
+    after its content (``pinned_storlet_name``): every upload is a version
+    of its own, and objects decode with the version that encoded them.
+    """
     if not _FILTER_NAME.match(name):
         raise StorletValidationError(
             f"filter name {name!r}: lower-case letters, digits and '_', starting with a letter")
@@ -84,15 +112,41 @@ def prepare_upload(path: Path, name: str, main: str | None) -> PythonStorlet:
         code = path.read_bytes()
     except OSError as exc:
         raise StorletValidationError(f"cannot read {path}: {exc.strerror}") from None
-    object_name = storlet_name(name)
-    # The storlet module is renamed after the filter, so only the class part of --main counts.
+    module = storlet_name(name)[:-3]
+    # The storlet module is renamed after its content, so only the class part of --main counts.
     cls = main.rpartition(".")[2] if main else None
-    return check_python_storlet(object_name, code,
-                                f"{object_name[:-3]}.{cls}" if cls else None)
+    author = check_python_storlet(f"{module}.py", code, f"{module}.{cls}" if cls else None)
+    # What runs is the author's storlet inside IOStack's protocol (storlets_api).
+    wrapped = wrapped_code(code, author.main.rpartition(".")[2])
+    pinned = pinned_storlet_name(wrapped)
+    return check_python_storlet(pinned, wrapped, f"{pinned[:-3]}.{WRAPPER_CLASS}")
+
+
+_PARAM = re.compile(r"^(?P<name>[a-z][a-z0-9_]*):(?P<type>[a-z]+)"
+                    r"(?::(?P<min>-?[0-9.]+)\.\.(?P<max>-?[0-9.]+))?(?:=(?P<default>.*))?$")
+
+
+def parse_param(text: str) -> Param:
+    """``--param NAME:TYPE[:MIN..MAX][=DEFAULT]`` -> the parameter a policy may give the filter.
+
+    The storlet receives it as ``params[NAME]``, a string, as Storlets passes
+    parameters; the DSL checks its type and range first.
+    """
+    match = _PARAM.match(text)
+    if match is None:
+        raise StorletValidationError(f"--param {text!r}: NAME:TYPE[:MIN..MAX][=DEFAULT], "
+                                     f"e.g. by:int:0..255=1")
+    low, high = (float(match[key]) if match[key] else None for key in ("min", "max"))
+    try:
+        return Param(match["name"], match["type"], default=match["default"], minimum=low,
+                     maximum=high)
+    except ValueError as exc:
+        raise StorletValidationError(f"--param {text!r}: {exc}") from None
 
 
 def filter_metadata(name: str, storlet: PythonStorlet, source: str,
-                    account: str | None = None) -> FilterMetadata:
+                    account: str | None = None,
+                    params: tuple[Param, ...] = ()) -> FilterMetadata:
     """Registry metadata of an uploaded filter; ``account``: the one tenant it is for.
 
     A filter uploaded for one tenant is that tenant's: the data path runs it
@@ -103,7 +157,7 @@ def filter_metadata(name: str, storlet: PythonStorlet, source: str,
         extra["tenant"] = account
     return FilterMetadata(
         name=name, description=f"tenant filter from {source}, run in the sandbox",
-        methods=frozenset({"GET", "PUT"}), stages=frozenset({"proxy", "object"}),
+        params=params, methods=frozenset({"GET", "PUT"}), stages=frozenset({"proxy", "object"}),
         default_stage="proxy", changes_size=True, sandboxable=True, extra=extra)
 
 
@@ -116,12 +170,64 @@ def _deploy(storlet: PythonStorlet, tenant: str | None) -> list[str]:
     return done
 
 
+def check_in_sandbox(info: dict[str, Any], tenant: str, storlet: PythonStorlet,
+                     keep: bool = True, big: bool = False) -> None:
+    """Run a version once in ``tenant``'s sandbox (``upload_check``); refuse it on failure.
+
+    The version is stored first (the sandbox loads it from Swift, as on the
+    data path); it is removed again when it fails, or after the check when
+    not ``keep`` (``filter test``), unless it was already there (an
+    identical upload: objects may use it). ``big``: a 10 MiB sample too.
+    """
+    conn = _tenant_connections(info, tenant)[tenant]
+    try:
+        conn.head_object(STORLET_CONTAINER, storlet.name)
+        existed = True
+    except ClientException:
+        existed = False
+    enable_account(conn)
+    upload_storlet(conn, storlet)
+    try:
+        checked = subprocess.run(  # noqa: S603 - fixed argv: this interpreter, this package
+            [sys.executable, "-m", "iostack.storlet_runtime.upload_check", info["swift_dir"],
+             _tenant_account(info, tenant), storlet.name,
+             hashlib.sha256(storlet.code).hexdigest(), *(["--big"] if big else [])],
+            capture_output=True, text=True, timeout=UPLOAD_CHECK_TIMEOUT, check=False)
+    finally:
+        if not existed and not keep:
+            conn.delete_object(STORLET_CONTAINER, storlet.name)
+    if checked.returncode == 0:
+        return
+    if not existed and keep:
+        conn.delete_object(STORLET_CONTAINER, storlet.name)
+    try:
+        reason = json.loads(checked.stdout.strip().splitlines()[-1])["error"]
+    except (ValueError, KeyError, IndexError):
+        reason = (checked.stderr.strip().splitlines() or ["no output"])[-1]
+    raise StorletValidationError(f"filter {storlet.name}: it failed its check in {tenant}'s "
+                                 f"sandbox: {reason}. Nothing was registered.")
+
+
+def cmd_test(args: argparse.Namespace) -> int:
+    """``filter test FILE``: the upload's check in the tenant's sandbox, nothing registered."""
+    storlet = prepare_upload(Path(args.file), "test_upload", args.main)
+    info = load_aio_info()
+    tenant = args.tenant or sorted(info["tenants"])[0]
+    check_in_sandbox(info, tenant, storlet, keep=False, big=True)
+    print(f"{args.file}: round trip, ranges, empty, one line, 300 KiB and 10 MiB bodies "
+          f"pass in {tenant}'s sandbox")
+    return 0
+
+
 def cmd_upload(args: argparse.Namespace) -> int:
     storlet = prepare_upload(Path(args.file), args.name, args.main)
+    params = tuple(parse_param(text) for text in getattr(args, "param", None) or ())
     client = ControllerClient.from_env(getattr(args, "url", None), getattr(args, "token", None))
-    account = _tenant_account(load_aio_info(), args.tenant) if args.tenant else None
+    info = load_aio_info()
+    check_in_sandbox(info, args.tenant or sorted(info["tenants"])[0], storlet)
+    account = _tenant_account(info, args.tenant) if args.tenant else None
     client.put("filters", args.name, filter_metadata(args.name, storlet, Path(args.file).name,
-                                                     account).to_json())
+                                                     account, params).to_json())
     client.upload_code(args.name, storlet.code)
     tenants = _deploy(storlet, args.tenant)
     print(f"filter {args.name}: storlet {storlet.name} (main {storlet.main}) deployed to "
@@ -134,6 +240,95 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     tenants = _deploy(storlet, args.tenant)
     print(f"filter {args.filter}: storlet {storlet.name} deployed to {', '.join(tenants)}")
     return 0
+
+
+def _filter_accounts(info: dict[str, Any], meta: dict[str, Any]) -> list[str]:
+    """The accounts an uploaded filter was deployed to: its tenant's, or every tenant's."""
+    owner = meta.get("extra", {}).get("tenant")
+    return [owner] if owner else [_tenant_account(info, t) for t in sorted(info["tenants"])]
+
+
+def version_usage(meta: dict[str, Any]) -> dict[str, int]:
+    """SHA-256 of each code that encoded objects of an uploaded filter -> how many objects.
+
+    Every version the controller kept is there (0 when unused), and so is
+    code that is not among them (objects of an upload from before versions
+    were kept, under the filter's old storlet name).
+    """
+    versions = [v["sha256"] for v in meta.get("extra", {}).get("versions", [])]
+    storlets = {pin_name(v) for v in versions} | {storlet_name(meta["name"])}
+    info = load_aio_info()
+    counts = count_versions(internal_client(info["swift_dir"]),
+                            _filter_accounts(info, meta), storlets)
+    return {**dict.fromkeys(versions, 0), **counts}
+
+
+def _uploaded(client: ControllerClient, name: str) -> dict[str, Any] | None:
+    meta = client.item("filters", name)
+    return meta if meta.get("extra", {}).get("runtime") == "storlet" else None
+
+
+def cmd_show_versions(show: Any, args: argparse.Namespace) -> int:
+    """``filter show``, with an uploaded filter's versions and the objects each encoded."""
+    client = ControllerClient.from_env(args.url, args.token)
+    meta = _uploaded(client, args.name)
+    if meta is None:
+        return show(args)
+    usage = version_usage(meta)
+    if args.json:
+        print(json.dumps({**meta, "objects_by_version": usage}, indent=2, sort_keys=True))
+        return 0
+    status = show(args)
+    current = meta["extra"].get("code_sha256")
+    uploaded = {v["sha256"]: v["uploaded"] for v in meta["extra"].get("versions", [])}
+    print(f"{'VERSION':<18} {'STORLET':<50} {'UPLOADED':<21} OBJECTS")
+    for digest, count in usage.items():
+        mark = "*" if digest == current else " "
+        print(f"{mark}{digest[:16]:<17} {pin_name(digest):<50} "
+              f"{uploaded.get(digest, '(not kept)'):<21} {count}")
+    return status
+
+
+def cmd_rm_unused(rm: Any, args: argparse.Namespace) -> int:
+    """``filter rm`` of an uploaded filter: refused while objects use any of its versions.
+
+    Then the registration goes, and so do its pinned versions in Swift (no
+    object uses them). Re-encoding stored objects is the stored-data
+    reconciliation's job; until it runs, the objects keep the filter.
+    """
+    client = ControllerClient.from_env(args.url, args.token)
+    meta = _uploaded(client, args.name)
+    if meta is None:
+        return rm(args)
+    usage = version_usage(meta)
+    used = {digest: count for digest, count in usage.items() if count}
+    if used:
+        print(f"iostack: filter {args.name}: {sum(used.values())} stored objects were encoded "
+              f"by its code and decode with it ("
+              + ", ".join(f"version {d[:16]}: {c}" for d, c in used.items())
+              + "); delete or re-encode them first. Nothing was removed.", file=sys.stderr)
+        return 2
+    status = rm(args)
+    if status == 0:
+        info = load_aio_info()
+        for conn in _tenant_connections(info, None).values():
+            account = conn.url.rstrip("/").rsplit("/", 1)[-1]
+            if account not in _filter_accounts(info, meta):
+                continue
+            for digest in usage:
+                try:
+                    conn.delete_object(STORLET_CONTAINER, pin_name(digest))
+                except ClientException as exc:
+                    if exc.http_status != 404:
+                        raise
+    return status
+
+
+def add_filter_version_verbs(verbs: Any) -> None:
+    """``filter show`` and ``filter rm`` (the controller's) learn about uploaded versions."""
+    for verb, command in (("show", cmd_show_versions), ("rm", cmd_rm_unused)):
+        parser = verbs.choices[verb]
+        parser.set_defaults(func=_guarded(functools.partial(command, parser.get_default("func"))))
 
 
 def _run_dir() -> Path:
@@ -187,13 +382,47 @@ def add_upload_parser(subparsers: Any, parents: list[argparse.ArgumentParser] = 
     up.add_argument("--main", help="Module.Class of the storlet (default: the only class "
                                    "with __call__)")
     up.add_argument("--tenant", help="deploy to this tenant only (default: every tenant)")
+    up.add_argument("--param", action="append", metavar="NAME:TYPE[:MIN..MAX][=DEFAULT]",
+                    help="a parameter policies may give it (SET f WITH NAME=v); repeatable")
     up.set_defaults(func=_guarded(cmd_upload))
+
+
+def cmd_new(args: argparse.Namespace) -> int:
+    """``filter new NAME``: write ``NAME.py``, a working filter to start from."""
+    if not _FILTER_NAME.match(args.name):
+        raise StorletValidationError(f"filter name {args.name!r}: lower-case letters, digits "
+                                     "and '_', starting with a letter")
+    path = Path(args.dir) / f"{args.name}.py"
+    try:
+        with path.open("x", encoding="utf-8") as out:
+            out.write(filter_template(args.name))
+    except OSError as exc:
+        raise StorletValidationError(f"cannot write {path}: {exc.strerror}") from None
+    print(f"wrote {path}; try it: iostack filter test {path}")
+    return 0
+
+
+def add_test_parser(subparsers: Any, parents: list[argparse.ArgumentParser] = ()) -> None:
+    """Add the ``test`` and ``new`` verbs: write a filter, run it in the sandbox."""
+    test = subparsers.add_parser("test", parents=list(parents),
+                                 help="run your Python filter in the sandbox on sample data")
+    test.add_argument("file", help="the filter's Python source (a Storlets Python storlet)")
+    test.add_argument("--main", help="Module.Class of the storlet (default: the only class "
+                                     "with __call__)")
+    test.add_argument("--tenant", help="whose sandbox (default: the first tenant)")
+    test.set_defaults(func=_guarded(cmd_test))
+    new = subparsers.add_parser("new", parents=list(parents),
+                                help="write NAME.py, a working filter to start from")
+    new.add_argument("name", help="the filter's name (a Python module name)")
+    new.add_argument("--dir", default=".", help="where to write it (default: here)")
+    new.set_defaults(func=_guarded(cmd_new))
 
 
 def register(subparsers: Any) -> dict[str, Any]:
     verbs = subparsers.add_parser("storlet", help="sandboxed filters (Storlets)").add_subparsers(
         dest="storlet_command", required=True)
     add_upload_parser(verbs)
+    add_test_parser(verbs)
     dep = verbs.add_parser("deploy", help="deploy a sandbox-capable library filter")
     dep.add_argument("filter")
     dep.add_argument("--tenant", help="this tenant only (default: every tenant)")

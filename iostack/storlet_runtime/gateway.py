@@ -54,7 +54,11 @@ What this gateway adds on top of ``StorletGatewayContainer``:
   servers it arrives as ``X-Storlet-Code-Sha256``), the storlet file about
   to run is hashed first and a mismatch is refused with ``503`` naming the
   storlet: a tenant who overwrote an imposed filter in its own ``storlet``
-  container gets an error, never a pass-through.
+  container gets an error, never a pass-through. Such a pinned storlet runs
+  alone: a registration of it that lists dependencies is refused, and any
+  other file in its folder (the daemon's import path, shared by every
+  registration of the same main class) is removed and its daemon restarted
+  before it runs (``_only_pinned_files``).
 """
 
 from __future__ import annotations
@@ -77,7 +81,7 @@ from iostack.storlet_runtime.cgroups import scope_cgroup
 from iostack.storlet_runtime.channels import ChannelError
 from iostack.storlet_runtime.config import SandboxConfig, sandbox_config
 from iostack.storlet_runtime.identity import sandbox_scope, scope_uid
-from iostack.storlet_runtime.packaging import code_mismatch
+from iostack.storlet_runtime.packaging import code_mismatch, keep_only
 from iostack.storlet_runtime.pipes import PIPE_PIECE, joined
 from iostack.storlet_runtime.sandbox import (
     ScopeSandbox,
@@ -269,6 +273,7 @@ class BwrapStorletGateway(StorletGatewayContainer):
                 os.chmod(path, 0o400)
         expected = sreq.options.get("storlet_code_sha256")
         if expected:
+            updated = self._only_pinned_files(sreq, storlet_dir) or updated
             why = code_mismatch(os.path.join(storlet_dir, sreq.storlet_id), expected)
             if why is not None:
                 self.logger.error(f"storlet {sreq.storlet_id} of scope {self.scope}: {why}, "
@@ -278,6 +283,28 @@ class BwrapStorletGateway(StorletGatewayContainer):
                     f"controller recorded (SHA-256 {expected}): {why}. Refusing to run "
                     "it.\n").encode())
         return updated
+
+    def _only_pinned_files(self, sreq: Any, storlet_dir: str) -> bool:
+        """Leave the pinned storlet's folder holding its one file; True if anything went.
+
+        The folder is the storlet daemon's import path, before the standard
+        library, and it is shared by every registration of the storlet: a
+        tenant's registration with a dependency (``json.py``) would otherwise
+        leave it there for the pinned code to import. A pinned filter has no
+        dependencies (a registration listing one is refused); the daemon
+        restarts when something was removed, so nothing it imported from
+        there stays loaded.
+        """
+        if sreq.dependencies:
+            raise HTTPServiceUnavailable(body=(
+                f"Filter code of storlet {sreq.storlet_id} is pinned and has no dependencies, "
+                f"but its registration lists {', '.join(sreq.dependencies)}. Refusing to "
+                "run it.\n").encode())
+        removed = keep_only(storlet_dir, sreq.storlet_id)
+        if removed:
+            self.logger.warning(f"storlet {sreq.storlet_id} of scope {self.scope}: removed "
+                                f"{', '.join(removed)} (other registrations') from its folder")
+        return bool(removed)
 
     def _refresh_newer_uploads(self, sreq: Any) -> bool:
         """Copy cached files that are newer than the sandbox's copies.

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
@@ -63,6 +65,23 @@ class NotSandboxable(ValueError):
 
 def storlet_name(filter_name: str) -> str:
     return f"iostack_{filter_name.lower()}.py"
+
+
+PIN_PREFIX = "iostack_pin_"
+
+
+def pinned_storlet_name(code: bytes) -> str:
+    """The storlet name of one uploaded version: its content's SHA-256 (128 bits of it).
+
+    Objects record it and decode with it forever; the gateway still checks
+    the whole SHA-256 before it runs the code.
+    """
+    return pin_name(hashlib.sha256(code).hexdigest())
+
+
+def pin_name(code_sha256: str) -> str:
+    """The pinned storlet of the version whose code has SHA-256 ``code_sha256``."""
+    return f"{PIN_PREFIX}{code_sha256[:32]}.py"
 
 
 def filter_storlet(filter_name: str) -> PythonStorlet:
@@ -140,3 +159,19 @@ def code_mismatch(path: str, expected: str) -> str | None:
     except OSError as exc:
         return f"cannot read it ({exc.strerror})"
     return None if found == expected.lower() else f"its code has SHA-256 {found}"
+
+
+def keep_only(folder: str, name: str) -> list[str]:
+    """Remove everything in ``folder`` but the file ``name``; the names removed.
+
+    ``__pycache__`` stays: Python ignores an entry there without its source
+    next to it.
+    """
+    removed = sorted(set(os.listdir(folder)) - {name, "__pycache__"})
+    for entry in removed:
+        path = os.path.join(folder, entry)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+    return removed

@@ -99,6 +99,8 @@ class SandboxRunner:
             "storlet_language_version": registration.get(META + "language-version"),
             "storlet_x_timestamp": registration["x-timestamp"],
             "storlet_content_length": registration["content-length"],
+            # As Storlets' handlers pass it: the gateway refuses it for pinned code.
+            "storlet_dependency": registration.get(META + "dependency", ""),
             "file_manager": files,
             "scope": account,  # as Storlets' handlers pass it: the gateway derives the scope
         }

@@ -4,6 +4,9 @@ as a Storlet)."""
 from __future__ import annotations
 
 import hashlib
+import time
+from pathlib import Path
+from typing import Any
 
 from flask import Response, jsonify, request
 
@@ -35,8 +38,21 @@ def put_filter_code(name: str):
     folder.mkdir(parents=True, exist_ok=True)
     (folder / digest).write_bytes(code)
     meta["extra"] = meta.get("extra", {}) | {"runtime": "storlet", "code_sha256": digest,
-                                            "code_size": len(code)}
+                                            "code_size": len(code),
+                                            "versions": _versions(folder)}
     return jsonify(controller.registries.put_filter(meta).to_json()), 201
+
+
+def _versions(folder: Path) -> list[dict[str, Any]]:
+    """Every code uploaded for a filter, oldest first: each is a version objects may use.
+
+    They are all kept (objects decode with the version that encoded them; the
+    storlet runtime pins each one in Swift under a name of its content).
+    """
+    files = sorted(folder.iterdir(), key=lambda path: (path.stat().st_mtime, path.name))
+    return [{"sha256": path.name, "size": path.stat().st_size,
+             "uploaded": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(path.stat().st_mtime))}
+            for path in files]
 
 
 @bp.get("/<name>/code")

@@ -63,6 +63,7 @@ from iostack.policy.resolve import PipelineEntry
 from iostack.policy.view import RequestView, view_for
 from iostack.swift_middleware.enforce.decode import decoded_response, is_filtered
 from iostack.swift_middleware.enforce.encode import EncodingInput, install_footers, install_record
+from iostack.swift_middleware.enforce.pins import pin_write_refused
 from iostack.swift_middleware.enforce.record import (
     ETAG_HEADER,
     OBJECT_FILTERS_HEADER,
@@ -137,6 +138,9 @@ class IOStackProxyMiddleware:
             _version, account, container, obj = split_path(req.path, 4, 4, True)
         except ValueError:
             return self.app
+        refused = pin_write_refused(req, container, obj)
+        if refused is not None:
+            return refused
         context = FilterContext(account=account, container=container, obj=obj, keys=self.keys)
         if req.method in ("GET", "HEAD"):
             return self.handle_read(req, context)

@@ -100,16 +100,29 @@ def noop_sandboxed_container(swift_for, policies, iostack):
 
 @pytest.fixture(scope="session")
 def upload_t1_filter(iostack):
-    """``upload_t1_filter("zlib_filter.ZlibFilter", "tzlib")``: ``<module>.py`` of this folder
-    uploaded as t1's filter through the CLI; returns the filter's (unique) name."""
+    """``upload_t1_filter("zlib_filter.ZlibFilter", "tzlib", *options)``: ``<module>.py`` of this
+    folder uploaded as t1's filter through the CLI; returns the filter's (unique) name."""
 
-    def upload(main: str, prefix: str) -> str:
+    def upload(main: str, prefix: str, *options: str) -> str:
         name = f"{prefix}{uuid.uuid4().hex[:6]}"
         module = main.split(".")[0]
         done = iostack("filter", "upload", str(HERE / f"{module}.py"), "--name", name,
-                       "--main", main, "--tenant", "t1")
+                       "--main", main, "--tenant", "t1", *options)
         assert done.returncode == 0, done.stderr
         return name
 
     return upload
 
+
+
+@pytest.fixture(scope="session")
+def storlet_of(aio):
+    """``storlet_of("tzlib1a2b3c")``: the pinned storlet (``iostack_pin_<hash>.py``) that runs
+    an uploaded filter's current version."""
+
+    def find(name: str) -> str:
+        meta = requests.get(f"{aio['controller_url']}/v1/filters/{name}", timeout=30,
+                            headers={"X-Auth-Token": aio["admin_token"]}).json()
+        return meta["extra"]["storlet"]
+
+    return find

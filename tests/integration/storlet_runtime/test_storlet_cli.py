@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import uuid
 from pathlib import Path
 
@@ -25,19 +26,23 @@ def test_upload_registers_and_deploys_then_the_filter_runs(iostack, aio, storlet
     done = iostack("storlet", "upload", str(HERE / "zlib_filter.py"), "--name", name,
                    "--main", "zlib_filter.ZlibFilter", "--tenant", "t1")
     assert done.returncode == 0, done.stderr
-    assert f"iostack_{name}.py" in done.stdout
-    # The controller knows it as a sandboxed filter, with its code.
+    # The controller knows it as a sandboxed filter, with its code, pinned by its content.
     meta = requests.get(f"{aio['controller_url']}/v1/filters/{name}", timeout=30,
                         headers={"X-Auth-Token": aio["admin_token"]}).json()
     assert meta["sandboxable"] and meta["extra"]["runtime"] == "storlet"
-    assert meta["extra"]["storlet_main"] == f"iostack_{name}.ZlibFilter"
+    storlet = meta["extra"]["storlet"]
+    assert storlet == packaging.pin_name(meta["extra"]["code_sha256"]) in done.stdout
+    assert re.fullmatch(r"iostack_pin_[0-9a-f]{32}\.py", storlet)
+    assert meta["extra"]["storlet_main"] == f"{storlet[:-3]}.IOStackStorletsApi"
+    assert [v["sha256"] for v in meta["extra"]["versions"]] == [meta["extra"]["code_sha256"]]
     # Swift has the storlet; it round-trips a body.
     storlet_tenant.conn.put_container(storlet_tenant.container)
-    put = storlet_tenant.put("cli.txt", BODY, packaging.storlet_headers(name, "encode"))
+    put = storlet_tenant.put("cli.txt", BODY, packaging.storlet_run_headers(storlet, "encode"))
     assert put.status_code == 201, put.text
     sysmeta = packaging.read_storlet_result(storlet_tenant.conn.head_object(
         storlet_tenant.container, "cli.txt"))["sysmeta"]
-    get = storlet_tenant.get("cli.txt", packaging.storlet_headers(name, "decode", sysmeta=sysmeta))
+    get = storlet_tenant.get("cli.txt", packaging.storlet_run_headers(storlet, "decode",
+                                                                      sysmeta=sysmeta))
     assert get.content == BODY
 
 
@@ -85,3 +90,36 @@ def test_sandbox_list_and_stop(iostack, storlet_tenant):
     assert {row["scope"]: row["pid"] for row in listed}.get(scope) is None
     # The next request brings a fresh sandbox up.
     assert storlet_tenant.get("warm.txt", {"X-Run-Storlet": "upper.py"}).content == b"X"
+
+
+@pytest.mark.parametrize(("cls", "message"), [
+    ("RaisingStorlet", "encode failed"),
+    ("TruncatingStorlet", "decode of one line, bytes 0-39: 19 bytes that are not the 39"),
+    ("OverlongStorlet", "decode of an empty body, bytes 0-0: 100 bytes"),
+])
+def test_a_filter_that_fails_in_the_sandbox_is_refused_and_nothing_is_registered(
+        iostack, aio, storlet_tenant, cls, message):
+    before = {o["name"] for o in storlet_tenant.conn.get_container("storlet")[1]}
+    name = f"broken_{uuid.uuid4().hex[:6]}"
+    done = iostack("filter", "upload", str(HERE / "broken_storlet.py"), "--name", name,
+                   "--main", f"broken_storlet.{cls}", "--tenant", "t1")
+    assert done.returncode == 2, done.stdout
+    assert "failed its check in t1's sandbox" in done.stderr and message in done.stderr, \
+        done.stderr
+    assert requests.get(f"{aio['controller_url']}/v1/filters/{name}", timeout=30,
+                        headers={"X-Auth-Token": aio["admin_token"]}).status_code == 404
+    assert {o["name"] for o in storlet_tenant.conn.get_container("storlet")[1]} == before
+
+
+def test_filter_new_writes_a_filter_that_filter_test_passes_in_the_sandbox(iostack, tmp_path,
+                                                                          storlet_tenant):
+    before = {o["name"] for o in storlet_tenant.conn.get_container("storlet")[1]}
+    assert iostack("filter", "new", "my_xor", "--dir", str(tmp_path)).returncode == 0
+    done = iostack("filter", "test", str(tmp_path / "my_xor.py"), "--tenant", "t1")
+    assert done.returncode == 0, done.stderr
+    assert "10 MiB" in done.stdout
+    broken = iostack("filter", "test", str(HERE / "broken_storlet.py"), "--main",
+                     "broken_storlet.RaisingStorlet", "--tenant", "t1")
+    assert broken.returncode == 2 and "encode failed" in broken.stderr
+    # Tested, not uploaded: the tenant's storlet container is as it was.
+    assert {o["name"] for o in storlet_tenant.conn.get_container("storlet")[1]} == before

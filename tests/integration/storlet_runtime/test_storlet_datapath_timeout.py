@@ -20,7 +20,8 @@ def hang_filter(upload_t1_filter):
 
 @pytest.mark.parametrize("size", [2000, 2_200_000], ids=["at-the-proxy", "at-the-object-servers"])
 def test_a_hung_sandboxed_filter_is_a_clear_503_and_the_next_get_works(swift_for, policies,
-                                                                       hang_filter, size):
+                                                                       hang_filter, size,
+                                                                       storlet_of):
     conn = swift_for("t1")
     container = f"sbx-hang-{uuid.uuid4().hex[:8]}"
     conn.put_container(container)
@@ -34,5 +35,5 @@ def test_a_hung_sandboxed_filter_is_a_clear_503_and_the_next_get_works(swift_for
     hung = requests.get(f"{url}/{container}/hang", headers={"X-Auth-Token": token}, timeout=60)
     assert time.monotonic() - start < STORLET_TIMEOUT + 5
     assert hung.status_code == 503
-    assert f"sandboxed filter iostack_{hang_filter}.py" in hung.text, hung.text
+    assert f"sandboxed filter {storlet_of(hang_filter)}" in hung.text, hung.text
     assert conn.get_object(container, "fine")[1] == body

@@ -269,3 +269,24 @@ def test_values_with_units_or_unitless_kinds_do_not_warn(vocab, text):
 ])
 def test_unit_and_metric_mistakes_suggest_the_fix(vocab, text, message):
     assert message in error_of(text, vocab)
+
+
+@pytest.mark.parametrize(("text", "where"), [
+    ("FOR CONTAINER t3/x DO SET mine", "container AUTH_t3/x"),
+    ("FOR TENANT t1, TENANT t3 DO SET mine", "tenant AUTH_t3"),
+    ("FOR G:gold DO SET mine", "group gold"),
+    ("FOR ALL DO SET mine", "every tenant"),
+])
+def test_a_tenants_own_filter_set_for_another_tenant_is_an_error_at_the_action(vocab, text,
+                                                                               where):
+    vocab.filters["mine"] = FilterMetadata("mine", "t1's upload", sandboxable=True,
+                                           extra={"runtime": "storlet", "tenant": "AUTH_t1"})
+    with pytest.raises(DSLError) as err:
+        check_text(f"FOR CONTAINER t1/a DO SET noop\n{text}", vocab)
+    (diagnostic,) = err.value.diagnostics
+    assert (diagnostic.line, diagnostic.column) == (2, text.index("SET mine") + 5)  # at the name
+    assert f"mine is tenant AUTH_t1's own filter: it cannot be set for {where}" \
+        in diagnostic.message
+    # On the owner's own data it checks, under every kind of target.
+    checked = check_text("FOR TENANT t1 DO SET mine\nFOR OBJECT t1/c/o DO SET mine", vocab)
+    assert [a.filter for p in checked.policies for a in p.actions] == ["mine", "mine"]

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from iostack.filters.metadata import Param
+from iostack.storlet_runtime.cli import parse_param
 from iostack.storlet_runtime.deploy import (
     MAX_STORLET_BYTES,
     StorletValidationError,
@@ -52,3 +54,13 @@ def test_code_is_not_executed(tmp_path):
     code = f"open({str(marker)!r}, 'w').close()\n".encode() + GOOD
     check_python_storlet("shout.py", code)
     assert not marker.exists()
+
+
+def test_an_uploads_declared_parameters_are_parsed_and_bad_ones_named():
+    assert parse_param("by:int:0..255=1") == Param("by", "int", default="1", minimum=0,
+                                                   maximum=255)
+    assert parse_param("prefix:str") == Param("prefix", "str")
+    for bad, why in (("by", "NAME:TYPE"), ("by:number", "unknown type"),
+                     ("By:int", "NAME:TYPE")):
+        with pytest.raises(StorletValidationError, match=why):
+            parse_param(bad)

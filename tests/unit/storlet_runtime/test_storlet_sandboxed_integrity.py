@@ -10,7 +10,7 @@ import pytest
 from iostack.filters.base import FilterContext
 from iostack.filters.errors import FilterError, FilterUnavailable
 from iostack.filters.metadata import FilterMetadata
-from iostack.storlet_runtime.packaging import code_mismatch, filter_storlet
+from iostack.storlet_runtime.packaging import code_mismatch, filter_storlet, keep_only
 from iostack.swift_middleware.enforce.sandboxed import (
     CODE_KEY,
     SandboxedEncoder,
@@ -133,3 +133,15 @@ def test_a_view_checks_the_code_its_record_names():
                CODE_KEY: "ef" * 32}
     assert b"".join(SandboxedView(runner, Source(), sysmeta, T1).read(0, 4)) == b"xxxx"
     assert runner.code_sha256 == "ef" * 32
+
+
+
+def test_a_pinned_storlet_runs_from_a_folder_holding_only_its_own_file(tmp_path):
+    (tmp_path / "iostack_noop.py").write_text("genuine")
+    (tmp_path / "json.py").write_text("a tenant's leftover dependency")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "__pycache__").mkdir()
+    assert keep_only(str(tmp_path), "iostack_noop.py") == ["json.py", "pkg"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["__pycache__", "iostack_noop.py"]
+    # Nothing left to remove: the daemon is not restarted for nothing.
+    assert keep_only(str(tmp_path), "iostack_noop.py") == []

@@ -301,3 +301,20 @@ def test_requests_that_are_not_object_writes_pass_through(proxy, swift, reader):
     assert request(proxy, "PUT", "/v1/AUTH_t1/c").status_int == 201  # a container PUT
     assert request(proxy, "GET", "/info").status_int == 404
     assert reader.requests == []
+
+
+PIN = "/v1/AUTH_t1/storlet/iostack_pin_0123456789abcdef0123456789abcdef.py"
+
+
+@pytest.mark.parametrize("method", ["PUT", "POST", "DELETE"])
+def test_a_tenant_cannot_change_or_remove_a_pinned_filter_version(proxy, swift, method):
+    request(proxy, "PUT", PIN, b"class A: pass\n", reseller_request=True)  # the admin uploads
+    refused = request(proxy, method, PIN, b"class B: pass\n" if method == "PUT" else None)
+    assert refused.status_int == 403 and b"pinned filter version" in refused.body
+    assert len(swift.calls_to(method, PIN)) == (1 if method == "PUT" else 0)
+    assert request(proxy, "GET", PIN).body == b"class A: pass\n"  # reads are the tenant's
+    # The reseller admin removes versions no object uses; other storlets are the tenant's.
+    assert request(proxy, "DELETE", PIN, reseller_request=True).status_int < 300
+    plain = "/v1/AUTH_t1/storlet/upper.py"
+    assert request(proxy, "PUT", plain, b"x").status_int == 201
+    assert request(proxy, "DELETE", plain).status_int < 300
