@@ -40,7 +40,8 @@ or unmarked store raises ``PolicyStoreUnavailable``.
   what it enforces to ``<prefix>policy_nodes`` under ``<node>/<pid>``:
   version, when it applied it, the store's version it last saw, and when it
   reported (JSON). It reports after each version it applies and every
-  ``REPORT_EVERY`` seconds, so a store that was flushed learns it again;
+  ``REPORT_EVERY`` seconds, so a store that was flushed learns it again,
+  and removes its report when it is closed or its process exits cleanly;
   ``iostack policy status`` and the controller's guardian read it.
 
 Config (middleware, ``iostack.swift_middleware.shared_reader``):
@@ -50,6 +51,7 @@ Config (middleware, ``iostack.swift_middleware.shared_reader``):
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -92,6 +94,10 @@ class PolicyReader:
         self.live = live
         self.node = f"{node}/{os.getpid()}" if node else None
         self._reported_at = 0.0
+        if self.node:
+            # A process that exits cleanly takes its report with it, so it is not
+            # shown behind until it falls silent.
+            atexit.register(self._forget)
         self.file = SnapshotFile(snapshot, prefix) if snapshot and not live else None
         self._state: PolicyState | None = self.file.load() if self.file else None
         self._applied = time.time() if self._state else None
@@ -251,10 +257,19 @@ class PolicyReader:
     def wait_subscribed(self, timeout: float = 5.0) -> bool:
         return self._subscription is not None and self._subscription.wait_active(timeout)
 
+    def _forget(self) -> None:
+        try:
+            self.redis.hdel(self.keys.policy_nodes, self.node)
+        except redis.RedisError as exc:
+            LOG.debug("policy version report not removed: %s", exc)
+
     def close(self) -> None:
         self._stop.set()
         if self._subscription:
             self._subscription.close()
+        if self.node:
+            atexit.unregister(self._forget)
+            self._forget()
         self.redis.close()
 
     def stats(self) -> dict[str, Any]:

@@ -204,8 +204,7 @@ def fill(proxy: CacheProxy, http, container: str, obj: str, body: bytes) -> None
 
 def version_of(aio, container: str) -> str:
     """The cache version of the container's objects, as the middleware computes it."""
-    reader = PolicyReader(aio["redis_url"], prefix=aio["key_prefix"],
-                           subscribe=False)
+    reader = PolicyReader(aio["redis_url"], prefix=aio["key_prefix"], live=True)
     try:
         levels = reader.lookup(RequestInfo.from_path("GET", f"/v1/AUTH_t1/{container}/x"))[0]
     finally:

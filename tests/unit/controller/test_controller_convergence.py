@@ -40,6 +40,7 @@ def test_workers_report_the_version_they_enforce_and_who_is_behind(
         assert policy_status(redis_client, keys)["converged"]
     finally:
         reader.close()
+    assert not redis_client.hexists(keys.policy_nodes, me)  # gone with the reader
 
 
 def test_the_status_route_is_for_administrators(client, admin, redis_client, keys):
