@@ -43,7 +43,7 @@ from swiftclient.client import Connection
 from swiftclient.exceptions import ClientException
 
 from iostack.controller.client import ControllerClient, ControllerError
-from iostack.endpoints import load_aio_info
+from iostack.endpoints import AioNotRunning, load_aio_info
 from iostack.filters.metadata import FilterMetadata, Param
 from iostack.storlet_runtime.deploy import (
     PythonStorlet,
@@ -263,18 +263,38 @@ def version_usage(meta: dict[str, Any]) -> dict[str, int]:
     return {**dict.fromkeys(versions, 0), **counts}
 
 
-def _uploaded(client: ControllerClient, name: str) -> dict[str, Any] | None:
-    meta = client.item("filters", name)
+def _uploaded(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The filter's metadata if it is uploaded code; None leaves the verb to the controller's
+    own (which also answers an unknown filter or an unreachable controller)."""
+    try:
+        meta = ControllerClient.from_env(args.url, args.token).item("filters", args.name)
+    except (ControllerError, AioNotRunning):
+        return None
     return meta if meta.get("extra", {}).get("runtime") == "storlet" else None
+
+
+def _usage(meta: dict[str, Any] | None) -> dict[str, int] | None:
+    """``version_usage``, or None where there is nothing to count or no stack to count in.
+
+    A controller reached without the all-in-one (``--url``) cannot be
+    counted here: its verbs run as they are, and only remove the
+    registration (the versions stay pinned in Swift, so no object loses
+    its code).
+    """
+    if meta is None:
+        return None
+    try:
+        return version_usage(meta)
+    except AioNotRunning:
+        return None
 
 
 def cmd_show_versions(show: Any, args: argparse.Namespace) -> int:
     """``filter show``, with an uploaded filter's versions and the objects each encoded."""
-    client = ControllerClient.from_env(args.url, args.token)
-    meta = _uploaded(client, args.name)
-    if meta is None:
+    meta = _uploaded(args)
+    usage = _usage(meta)
+    if usage is None:
         return show(args)
-    usage = version_usage(meta)
     if args.json:
         print(json.dumps({**meta, "objects_by_version": usage}, indent=2, sort_keys=True))
         return 0
@@ -296,11 +316,10 @@ def cmd_rm_unused(rm: Any, args: argparse.Namespace) -> int:
     object uses them). Re-encoding stored objects is the stored-data
     reconciliation's job; until it runs, the objects keep the filter.
     """
-    client = ControllerClient.from_env(args.url, args.token)
-    meta = _uploaded(client, args.name)
-    if meta is None:
+    meta = _uploaded(args)
+    usage = _usage(meta)
+    if usage is None:
         return rm(args)
-    usage = version_usage(meta)
     used = {digest: count for digest, count in usage.items() if count}
     if used:
         print(f"iostack: filter {args.name}: {sum(used.values())} stored objects were encoded "
