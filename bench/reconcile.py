@@ -122,7 +122,6 @@ def main() -> int:
         "PUT p95 ms with reconcile")}
     with stack() as info:
         url, token = auth(info, "t1")
-        client = Client(url, token)
         policies = Policies(info)
         access = SwiftAccess(info["swift_dir"])
         reader = PolicyReader(access.iostack_conf["redis_url"],
@@ -130,6 +129,7 @@ def main() -> int:
         state_dir = Path(info["state_dir"]) / "bench-reconcile"
         try:
             for rep in range(args.repeat):
+                client = Client(url, token)  # the last one idled out during the latency runs
                 tag = uuid.uuid4().hex[:8]
                 source, copied, plain, busy = (f"bench-{k}-{tag}" for k in
                                                ("src", "copy", "rec", "busy"))
