@@ -125,7 +125,7 @@ def main() -> int:
         policies = Policies(info)
         access = SwiftAccess(info["swift_dir"])
         reader = PolicyReader(access.iostack_conf["redis_url"],
-                              prefix=access.iostack_conf["key_prefix"], subscribe=False)
+                              prefix=access.iostack_conf["key_prefix"], live=True)
         state_dir = Path(info["state_dir"]) / "bench-reconcile"
         try:
             for rep in range(args.repeat):

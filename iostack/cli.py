@@ -99,6 +99,19 @@ EXAMPLES = {
     "doctor": "iostack doctor                 # the running all-in-one\n"
               "iostack doctor --swift-dir /etc/swift --controller http://ctl:9090 "
               "--token TOKEN",
+    "aio install-keystone": "iostack aio install-keystone   # or: make keystone",
+    "filter new": "iostack filter new myfilter  # writes myfilter.py, a Storlets-API filter",
+    "filter test": "iostack filter test myfilter.py --tenant t1",
+    "storlet new": "iostack storlet new myfilter",
+    "storlet test": "iostack storlet test myfilter.py --tenant t1",
+    "object inspect": "iostack object inspect /v1/AUTH_t1/logs/a.csv --json",
+    "usage": "iostack usage AUTH_t1     # logical vs stored bytes per container",
+    "policy simulate": 'iostack policy simulate "FOR CONTAINER t1/logs DO SET compression"'
+                       "\niostack policy simulate --id P7 --json",
+    "reconcile start": "iostack reconcile start AUTH_t1/logs --wait",
+    "reconcile run": "iostack reconcile run AUTH_t1/logs   # in the foreground",
+    "reconcile status": "iostack reconcile status AUTH_t1/logs --json",
+    "reconcile stop": "iostack reconcile stop AUTH_t1/logs",
 }
 
 

@@ -67,7 +67,7 @@ class Context:
             conf = self.access.iostack_conf
             self._reader = PolicyReader(conf.get("redis_url"),
                                         prefix=conf.get("key_prefix", "iostack:"),
-                                        subscribe=False)
+                                        live=True)
         return self._reader
 
     def close(self) -> None:

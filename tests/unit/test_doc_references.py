@@ -17,7 +17,10 @@ LISTED = re.compile(r"^\s*- ((?:``\w+``(?:,| and)?\s*)+):", re.M)  # "- ``a``, `
 MODULES = re.compile(r"Modules(?: of ``(?P<pkg>[\w.]+)``)?:(?P<items>.*?)(?:\n\n|$)", re.S)
 MODULE_WORD = re.compile(r"``(\w+)`` module\b")
 # Dotted names that are not modules: WSGI environ keys, entry-point groups, metadata keys.
-NOT_MODULES = {"iostack.view", "iostack.filter_catalogs", "iostack.code_sha256"}
+NOT_MODULES = {"iostack.view", "iostack.filter_catalogs", "iostack.code_sha256",
+               "iostack.storlet"}
+# Files named as what a user writes or an attacker plants, not files of the tree.
+NOT_FILES = {"my_xor.py", "json.py"}
 SEARCHED = ("iostack", "tests", "bench", "deploy", "docs")
 
 
@@ -104,7 +107,8 @@ def test_every_dotted_iostack_name_resolves():
 
 def test_every_python_file_named_exists():
     broken = sorted({(where, m.group(1)) for where, text in texts()
-                     for m in PATH.finditer(text) if not path_exists(m.group(1))})
+                     for m in PATH.finditer(text)
+                     if m.group(1) not in NOT_FILES and not path_exists(m.group(1))})
     assert broken == []
 
 

@@ -134,7 +134,7 @@ def test_a_tenant_write_or_delete_during_a_reencode_wins(
         t1.put_object(container, name, b"old,csv\n" * 1000)
     policies.add(f"FOR CONTAINER AUTH_t1/{container} DO SET COMPRESSION")
     conf = access.iostack_conf
-    reader = PolicyReader(conf["redis_url"], prefix=conf["key_prefix"], subscribe=False)
+    reader = PolicyReader(conf["redis_url"], prefix=conf["key_prefix"], live=True)
     worker = reconcile.Reconciler(access, reader, Target("AUTH_t1", container), [],
                                   tmp_path / "state.json")
     tenant_acts = {"overwritten": lambda: t1.put_object(container, "overwritten", b"tenant v2"),
