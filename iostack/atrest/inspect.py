@@ -127,13 +127,23 @@ def today_layers(explain: Mapping[str, Any],
             continue
         if not spec.transforms_body:
             continue
-        try:
-            params = _without_secrets(spec.validate(params), spec.metadata)
-        except FilterError:
-            pass  # compared as given; the proxies would refuse such a PUT anyway
         layers["object" if entry.get("stage") == "object" else "proxy"].append(
-            (spec.name, params))
+            (spec.name, _with_defaults(spec.name, params)))
     return layers
+
+
+def _with_defaults(name: str, params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` typed with the defaults filled in, as today's data path runs them.
+
+    Records written before a default was filled in hold ``None`` for it (the
+    compression level): such a record ran with that default, so it compares
+    equal to today's explicit value."""
+    try:
+        spec = get_filter(name)
+        given = {k: v for k, v in params.items() if v is not None}
+        return _without_secrets(spec.validate(given), spec.metadata)
+    except FilterError:
+        return params  # compared as given; the proxies would refuse such a PUT anyway
 
 
 def masked(pipeline: list[dict[str, Any]],
@@ -150,7 +160,9 @@ def masked(pipeline: list[dict[str, Any]],
 
 def recorded_layers(stored: StoredObject,
                     filters: Mapping[str, FilterMetadata]) -> dict[str, list[Step]]:
-    return {layer: [(a.name, _without_secrets(a.params, filters.get(a.name))) for a in applied]
+    return {layer: [(a.name, _with_defaults(a.name, _without_secrets(a.params,
+                                                                     filters.get(a.name))))
+                     for a in applied]
             for layer, applied in stored.layers.items()}
 
 
