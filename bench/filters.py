@@ -29,8 +29,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from iostack.filters.base import ByteSource, BytesSource, FilterContext
-from iostack.filters.keys import KeyFileProvider, create_key_file
-from iostack.filters.registry import get_filter
+from iostack.filters.library import get_filter
+from iostack.filters.tenant_keys import KeyFileProvider, create_key_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import log_corpus, print_table, random_corpus

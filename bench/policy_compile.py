@@ -45,8 +45,8 @@ from iostack.dsl.checker import check
 from iostack.dsl.lexer import tokenize
 from iostack.dsl.parser import parse
 from iostack.policy.connection import connect
-from iostack.policy.keys import KeySpace
 from iostack.policy.reader import PolicyReader
+from iostack.policy.redis_keys import KeySpace
 from iostack.policy.resolve import RequestInfo
 
 TENANTS = 500

@@ -35,7 +35,7 @@ from common import Client, Policies, auth, print_table, stack, start_proxy
 from iostack.aio.inprocess import lookups_in_subprocess
 from iostack.aio.processes import ProcessManager
 from iostack.policy.connection import connect
-from iostack.policy.keys import KeySpace
+from iostack.policy.redis_keys import KeySpace
 
 PROXIES = 2
 WORKERS = 2

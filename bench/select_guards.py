@@ -36,10 +36,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from iostack.filters.base import FilterContext
 from iostack.filters.json_depth import check_depth
+from iostack.filters.library import get_filter
 from iostack.filters.parquet_decode import POOL
 from iostack.filters.parquet_select import ParquetLimits
 from iostack.filters.records import BLOCK_SIZE, RecordBlocks
-from iostack.filters.registry import get_filter
 from iostack.swift_middleware.select.parquet import ParquetSelecting
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -69,8 +69,8 @@ from common import Policies, print_table, stack
 from loggen import HEADER, chunks, parse_size
 
 from iostack.filters.base import FilterContext
+from iostack.filters.library import get_filter
 from iostack.filters.records import RecordBlocks
-from iostack.filters.registry import get_filter
 
 CONTAINER = "spark-bench"
 LINK = 125_000_000  # bytes/s: 1 Gbit/s

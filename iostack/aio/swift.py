@@ -34,7 +34,7 @@ from iostack.aio import devices, keystone
 from iostack.aio.config import AioConfig
 from iostack.aio.secrets import TENANTS
 from iostack.aio.state import private_dir, write_private_text
-from iostack.filters.keys import create_key_file
+from iostack.filters.tenant_keys import create_key_file
 from iostack.storlet_runtime import swift_conf as storlet_conf
 
 RESELLER_PREFIX = "AUTH_"

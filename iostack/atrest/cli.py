@@ -36,8 +36,8 @@ from iostack.controller.cli import _common as controller_options
 from iostack.controller.client import ControllerClient, ControllerError
 from iostack.endpoints import AioNotRunning, load_aio_info, resolve_state_dir
 from iostack.filters.errors import IntegrityError
-from iostack.filters.keys import KeyFileProvider
 from iostack.filters.metadata import FilterMetadata
+from iostack.filters.tenant_keys import KeyFileProvider
 from iostack.policy.reader import PolicyReader
 from iostack.policy.resolve import resolve
 

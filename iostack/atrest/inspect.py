@@ -22,8 +22,8 @@ from typing import Any
 from swift.common.utils import Timestamp
 
 from iostack.filters.errors import FilterError
+from iostack.filters.library import get_filter
 from iostack.filters.metadata import FilterMetadata
-from iostack.filters.registry import get_filter
 from iostack.swift_middleware.enforce.record import (
     OBJECT_LAYER,
     TENANT_LAYER,

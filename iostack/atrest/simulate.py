@@ -43,8 +43,8 @@ from iostack.atrest.inspect import StoredObject, differences, stored_object, tod
 from iostack.atrest.swift_access import SwiftAccess, object_path
 from iostack.filters.base import FilterContext, KeyProvider
 from iostack.filters.errors import FilterError
+from iostack.filters.library import get_filter
 from iostack.filters.metadata import FilterMetadata
-from iostack.filters.registry import get_filter
 from iostack.policy.reader import PolicyReader
 from iostack.policy.resolve import Level, PipelineEntry, RequestInfo, resolve
 from iostack.policy.view import view_for

@@ -9,6 +9,6 @@
 
 Which filters apply to a request (``iostack.policy.resolve``) and the data
 path's cached reader (``iostack.policy.reader``) are the policy contract's,
-shared with the data path. Redis keys are listed in ``iostack.policy.keys``
+shared with the data path. Redis keys are listed in ``iostack.policy.redis_keys``
 and ``docs/redis-keys.md``.
 """

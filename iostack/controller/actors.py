@@ -43,7 +43,7 @@ import redis
 
 from iostack.controller.store import PolicyStore, in_force_rules
 from iostack.monitoring.aggregator import Interval
-from iostack.policy.keys import KeySpace
+from iostack.policy.redis_keys import KeySpace
 
 LOG = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The vocabulary a fresh controller starts with.
 
-Filters come from the filter library (``iostack.filters.registry``, object
+Filters come from the filter library (``iostack.filters.library``, object
 filters) and the catalogs other components register under the entry-point
 group ``iostack.filter_catalogs`` (``iostack.filters.catalogs``: the block
 bridge's block filters, ``extra["domain"] == "block"``); the
@@ -16,8 +16,8 @@ from typing import Any
 
 from iostack.dsl.vocabulary import QosClass
 from iostack.filters.catalogs import registered_catalogs
+from iostack.filters.library import builtin_metadata, get_filter
 from iostack.filters.metadata import FilterMetadata
-from iostack.filters.registry import builtin_metadata, get_filter
 from iostack.monitoring.aggregator import METRICS  # noqa: F401 - the seeded metrics
 
 

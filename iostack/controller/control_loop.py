@@ -31,8 +31,8 @@ from iostack.controller.registry import Registries
 from iostack.controller.store import PolicyStore
 from iostack.monitoring.aggregator import Aggregator
 from iostack.monitoring.bus import Consumer, Publisher, metrics_exchange, qos_exchange
-from iostack.policy.keys import KeySpace
 from iostack.policy.reader import PolicyReader
+from iostack.policy.redis_keys import KeySpace
 
 LOG = logging.getLogger(__name__)
 TICK = 0.1  # seconds between checks for intervals past their grace

@@ -21,8 +21,8 @@ from typing import Any
 
 import redis
 
-from iostack.policy.keys import KeySpace
 from iostack.policy.reader import REPORT_EVERY
+from iostack.policy.redis_keys import KeySpace
 
 SILENT_AFTER = 3 * REPORT_EVERY
 FORGET_AFTER = 600.0  # seconds: a worker silent that long is gone (a restart's old pid)

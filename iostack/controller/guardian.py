@@ -46,7 +46,7 @@ import redis
 
 from iostack.controller.convergence import forget_gone, worker_reports
 from iostack.policy.changes import announce
-from iostack.policy.keys import KeySpace, glob_escape
+from iostack.policy.redis_keys import KeySpace, glob_escape
 
 LOG = logging.getLogger(__name__)
 JOURNAL_FILE = "policy-store.json"

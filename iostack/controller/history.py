@@ -35,7 +35,7 @@ from typing import Any
 import redis
 
 from iostack.controller.registry import RegistryError
-from iostack.policy.keys import KeySpace
+from iostack.policy.redis_keys import KeySpace
 
 EVENTS_KEPT = 1000
 

@@ -46,10 +46,10 @@ from typing import Any
 import redis
 
 from iostack.filters.bandwidth import DIRECTIONS, scope_of
-from iostack.filters.registry import get_filter
+from iostack.filters.library import get_filter
 from iostack.monitoring.aggregator import Interval
 from iostack.monitoring.bus import Publisher
-from iostack.policy.keys import KeySpace
+from iostack.policy.redis_keys import KeySpace
 from iostack.policy.resolve import RequestInfo, Resolution
 
 LOG = logging.getLogger(__name__)

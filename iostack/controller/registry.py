@@ -29,7 +29,7 @@ from iostack.dsl.vocabulary import Metric, QosClass, Vocabulary
 from iostack.filters.metadata import FilterMetadata
 from iostack.filters.regex import RegexError, compile_regex
 from iostack.policy.changes import announce
-from iostack.policy.keys import KeySpace
+from iostack.policy.redis_keys import KeySpace
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,63}$")
 

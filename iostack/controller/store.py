@@ -35,8 +35,8 @@ from iostack.controller.history import PolicyHistory
 from iostack.controller.registry import Registries, RegistryError
 from iostack.dsl.checker import check_text
 from iostack.policy.changes import announce
-from iostack.policy.keys import KeySpace
 from iostack.policy.reader import PolicyReader
+from iostack.policy.redis_keys import KeySpace
 from iostack.policy.resolve import Level, Resolution, resolve_block
 from iostack.policy.view import RequestView, view_for
 

@@ -292,7 +292,7 @@ def _keys(pipeline: Pipeline) -> list[Finding]:
             findings.append(warning(
                 where, "no key_file: PUTs under an ENCRYPTION policy fail (500)",
                 "set key_file to the root secret shared by every proxy (0600, made by "
-                "iostack.filters.keys.create_key_file)"))
+                "iostack.filters.tenant_keys.create_key_file)"))
         if stage.role == "iostack_metrics" and stage.conf.get("stage", "proxy") != pipeline.kind:
             other = "object servers'" if pipeline.kind == "proxy" else "proxies'"
             findings.append(error(

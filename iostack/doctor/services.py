@@ -33,7 +33,7 @@ from iostack.doctor import Finding, error, ok, warning
 from iostack.doctor.pipelines import ServiceUse
 from iostack.monitoring.bus import connection_parameters
 from iostack.policy.connection import connect
-from iostack.policy.keys import KeySpace
+from iostack.policy.redis_keys import KeySpace
 from iostack.service_probes import amqp_open_door, redact, redis_open_door
 
 TIMEOUT = 3.0

@@ -85,7 +85,7 @@ class Selection(Protocol):
 
 
 class KeyProvider(Protocol):
-    """Gives the encryption filter a per-tenant key (see ``iostack.filters.keys``)."""
+    """Gives the encryption filter a per-tenant key (see ``iostack.filters.tenant_keys``)."""
 
     def tenant_key(self, account: str) -> bytes: ...
 

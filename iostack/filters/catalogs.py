@@ -1,6 +1,6 @@
 """Filter catalogs: filters other components ship, for the controller's vocabulary.
 
-The filter library (``iostack.filters.registry``) is the controller's own
+The filter library (``iostack.filters.library``) is the controller's own
 vocabulary. A component that ships further filters (the block bridge's block
 filters) publishes a ``FilterCatalog`` under the entry-point group
 ``iostack.filter_catalogs`` in ``pyproject.toml``, as Storlets' gateways are

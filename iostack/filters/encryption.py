@@ -1,7 +1,7 @@
 """``encryption``: AES-256-GCM in fixed-size authenticated frames.
 
 Config
-    proxy: ``key_file`` (see ``iostack.filters.keys``); the middleware builds a
+    proxy: ``key_file`` (see ``iostack.filters.tenant_keys``); the middleware builds a
     ``KeyFileProvider`` once and passes it in ``FilterContext.keys``.
     policy: ``frame_size`` plaintext bytes per frame (default 64 KiB).
 
@@ -43,8 +43,8 @@ from iostack.filters.base import (
     sysmeta_int,
 )
 from iostack.filters.errors import ConfigError, FilterError, IntegrityError
-from iostack.filters.keys import hkdf
 from iostack.filters.metadata import FilterMetadata, Param
+from iostack.filters.tenant_keys import hkdf
 
 KIB = 1024
 MIB = 1024 * KIB

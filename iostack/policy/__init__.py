@@ -4,7 +4,7 @@ The controller (``iostack.controller``) writes policies into Redis; the Swift
 middleware (``iostack.swift_middleware``) and the monitoring middleware read
 them on every request. Both import this package and nothing of each other:
 
-- ``keys``: the Redis key names, under one prefix (schema in ``docs/redis-keys.md``);
+- ``redis_keys``: the Redis key names, under one prefix (schema in ``docs/redis-keys.md``);
 - ``resolve``: the compiled-rule format as the data path reads it (``Level``,
   ``RequestInfo``) and the resolution of a request's rules into an ordered
   filter pipeline (``Resolution``), for objects and for volumes;

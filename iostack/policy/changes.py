@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 import redis
 
-from iostack.policy.keys import KeySpace
+from iostack.policy.redis_keys import KeySpace
 
 LOG = logging.getLogger(__name__)
 

@@ -65,7 +65,7 @@ import redis
 from iostack.filters.metadata import FilterMetadata
 from iostack.policy.changes import Subscription
 from iostack.policy.connection import connect
-from iostack.policy.keys import DEFAULT_PREFIX, KeySpace
+from iostack.policy.redis_keys import DEFAULT_PREFIX, KeySpace
 from iostack.policy.resolve import Level, RequestInfo, Resolution, resolve
 from iostack.policy.snapshot import PolicyState, SnapshotFile, StateScript
 

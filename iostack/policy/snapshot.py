@@ -34,7 +34,7 @@ from typing import Any
 import redis
 
 from iostack.filters.metadata import FilterMetadata
-from iostack.policy.keys import KeySpace, glob_escape
+from iostack.policy.redis_keys import KeySpace, glob_escape
 from iostack.policy.resolve import Level, RequestInfo
 
 LOG = logging.getLogger(__name__)

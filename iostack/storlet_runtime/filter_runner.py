@@ -52,7 +52,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from iostack.filters.base import FilterContext, FilterSpec
-from iostack.filters.registry import get_filter
+from iostack.filters.library import get_filter
 from iostack.storlet_runtime.pipes import PIPE_PIECE, widen
 
 CHUNK = 64 * 1024

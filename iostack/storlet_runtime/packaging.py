@@ -28,7 +28,7 @@ from urllib.parse import quote
 
 from swiftclient.client import Connection
 
-from iostack.filters.registry import get_filter
+from iostack.filters.library import get_filter
 from iostack.storlet_runtime.deploy import (
     PythonStorlet,
     check_python_storlet,

@@ -69,7 +69,7 @@ import eventlet
 import eventlet.event
 import redis
 
-from iostack.policy.keys import KeySpace
+from iostack.policy.redis_keys import KeySpace
 
 LOG = logging.getLogger(__name__)
 LESSEE_TTL = 2.0  # s a lessee's stream count lasts without a new lease

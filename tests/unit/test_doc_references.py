@@ -147,7 +147,7 @@ def test_the_checks_catch_a_stale_name():
 
 
 def test_the_filter_table_lists_every_library_filter():
-    from iostack.filters.registry import builtin_metadata
+    from iostack.filters.library import builtin_metadata
 
     text = (ROOT / "docs" / "filters.md").read_text("utf-8")
     table = text[:text.index("## The contract")]

@@ -18,8 +18,8 @@ from iostack.controller.registry import Registries, RegistryError
 from iostack.controller.store import PolicyStore
 from iostack.dsl.errors import DSLError
 from iostack.policy.connection import connect
-from iostack.policy.keys import KeySpace
 from iostack.policy.reader import PolicyStoreUnavailable
+from iostack.policy.redis_keys import KeySpace
 
 LOG = logging.getLogger(__package__)
 # The control plane waits longer than the data path: a big change or journal read is

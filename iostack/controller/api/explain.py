@@ -15,7 +15,7 @@ from iostack.controller.api.base import authenticate, body, ctl, field, redact_p
 from iostack.controller.auth import AuthError, Principal, request_token
 from iostack.controller.registry import RegistryError
 from iostack.filters.errors import FilterError
-from iostack.filters.registry import get_filter
+from iostack.filters.library import get_filter
 
 bp = Blueprint("explain", __name__)
 

@@ -34,7 +34,7 @@ import redis
 
 from iostack.policy.changes import Subscription
 from iostack.policy.connection import connect
-from iostack.policy.keys import KeySpace
+from iostack.policy.redis_keys import KeySpace
 
 LOG = logging.getLogger(__name__)
 

@@ -51,7 +51,7 @@ plus the policy-reader options
 Cache errors (disk, SQLite) are logged and turn into misses; an unusable
 ``cache_dir`` disables the cache for the worker but never fails a request.
 
-Modules of ``iostack.swift_middleware.cache``: ``policy`` (what is cached,
+Modules of ``iostack.swift_middleware.cache``: ``admission`` (what is cached,
 entry versions), ``worker`` (a worker's store, fills, entry format),
 ``store`` (the SQLite index and files), ``invalidation`` (pub/sub).
 """
@@ -75,7 +75,7 @@ from swift.proxy.controllers.base import get_container_info
 from iostack.filters.records import prepend
 from iostack.policy.reader import PolicyReader
 from iostack.policy.view import view_for
-from iostack.swift_middleware.cache.policy import CachingPolicy, caching_rules
+from iostack.swift_middleware.cache.admission import CachingPolicy, caching_rules
 from iostack.swift_middleware.cache.store import HeadCachedSource
 from iostack.swift_middleware.cache.worker import CachedObject, WorkerCache, cached_headers
 from iostack.swift_middleware.enforce.decode import ViewAppIter

@@ -26,8 +26,8 @@ from swift.common.utils import close_if_possible
 
 from iostack.filters.base import ByteSource, FilterContext
 from iostack.filters.errors import FilterError, IntegrityError
+from iostack.filters.library import get_filter
 from iostack.filters.records import prepend
-from iostack.filters.registry import get_filter
 from iostack.swift_middleware.enforce.record import (
     AppliedFilter,
     Layer,

@@ -44,8 +44,8 @@ from swift.obj.server import iter_mime_headers_and_bodies
 
 from iostack.filters.base import FilterContext, KeyProvider
 from iostack.filters.errors import FilterError
-from iostack.filters.keys import KeyFileProvider
-from iostack.filters.registry import get_filter
+from iostack.filters.library import get_filter
+from iostack.filters.tenant_keys import KeyFileProvider
 from iostack.swift_middleware.enforce.decode import decoded_response, is_filtered
 from iostack.swift_middleware.enforce.encode import READ_CHUNK, EncodingInput
 from iostack.swift_middleware.enforce.record import (

@@ -55,9 +55,9 @@ from swift.common.utils import get_logger, split_path
 
 from iostack.filters.base import FilterContext, KeyProvider
 from iostack.filters.errors import FilterError
-from iostack.filters.keys import KeyFileProvider
+from iostack.filters.library import get_filter
 from iostack.filters.metadata import FilterMetadata
-from iostack.filters.registry import get_filter
+from iostack.filters.tenant_keys import KeyFileProvider
 from iostack.policy.reader import PolicyReader, PolicyStoreUnavailable
 from iostack.policy.resolve import PipelineEntry
 from iostack.policy.view import RequestView, view_for

@@ -52,9 +52,9 @@ from swift.common.wsgi import make_subrequest
 
 from iostack.filters.base import FilterContext, Selection
 from iostack.filters.errors import FilterError, UnknownFilterError
+from iostack.filters.library import get_filter
 from iostack.filters.parquet_select import ParquetLimits
 from iostack.filters.records import MAX_RECORD
-from iostack.filters.registry import get_filter
 from iostack.swift_middleware.enforce.record import TENANT_LAYER
 from iostack.swift_middleware.select.engine import Answer, SelectError, Selecting
 from iostack.swift_middleware.select.frames import (

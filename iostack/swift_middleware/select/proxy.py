@@ -93,10 +93,10 @@ from swift.common.wsgi import make_subrequest
 
 from iostack.filters.base import FilterContext, FilterSpec
 from iostack.filters.errors import FilterError, UnknownFilterError
+from iostack.filters.library import filter_names, get_filter
 from iostack.filters.output import FORMATS
 from iostack.filters.parquet_select import ParquetLimits
 from iostack.filters.records import MAX_RECORD, prepend
-from iostack.filters.registry import filter_names, get_filter
 from iostack.policy.reader import PolicyStoreUnavailable
 from iostack.policy.resolve import resolve
 from iostack.policy.view import RequestView, view_for

@@ -10,8 +10,8 @@ import pytest
 import redis
 
 from iostack.controller.client import ControllerClient, ControllerError
-from iostack.policy.keys import KeySpace
 from iostack.policy.reader import PolicyReader
+from iostack.policy.redis_keys import KeySpace
 from iostack.policy.resolve import RequestInfo
 
 pytestmark = pytest.mark.integration

@@ -263,7 +263,7 @@ def test_a_value_the_middleware_refuses(broken):
         "the iostack_cache middleware refuses its config: iostack_cache: validate must be "
         "none or head, got 'sometimes'",
         "the iostack_proxy middleware refuses its config: key file /nonexistent/root.key "
-        "does not exist (create it with iostack.filters.keys.create_key_file)"]
+        "does not exist (create it with iostack.filters.tenant_keys.create_key_file)"]
 
 
 # -- services -----------------------------------------------------------------------------

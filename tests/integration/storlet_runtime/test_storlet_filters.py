@@ -17,7 +17,7 @@ import pytest
 from swift.common import direct_client, utils
 from swift.common.ring import Ring
 
-from iostack.filters.registry import filter_names, get_filter
+from iostack.filters.library import filter_names, get_filter
 from iostack.storlet_runtime import deploy, packaging
 
 pytestmark = pytest.mark.integration

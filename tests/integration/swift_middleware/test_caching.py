@@ -34,7 +34,7 @@ from iostack.aio.processes import ProcessManager
 from iostack.aio.services import free_port, port_open, wait_until
 from iostack.policy.reader import PolicyReader
 from iostack.policy.resolve import RequestInfo
-from iostack.swift_middleware.cache.policy import caching_rules, entry_version
+from iostack.swift_middleware.cache.admission import caching_rules, entry_version
 from iostack.swift_middleware.cache.store import CacheStore
 
 pytestmark = pytest.mark.integration

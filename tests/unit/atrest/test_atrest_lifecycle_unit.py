@@ -10,7 +10,7 @@ from iostack.controller.builtins import CLASSES, METRICS, OBJECT_TYPES
 from iostack.dsl import DSLError
 from iostack.dsl.checker import check_text
 from iostack.dsl.vocabulary import Vocabulary
-from iostack.filters.registry import builtin_metadata
+from iostack.filters.library import builtin_metadata
 from iostack.policy.resolve import Level, RequestInfo, resolve
 
 FILTERS = {m.name: m for m in builtin_metadata()}

@@ -15,8 +15,8 @@ from iostack.atrest.inspect import (
 )
 from iostack.atrest.scan import Target
 from iostack.filters.errors import IntegrityError
+from iostack.filters.library import builtin_metadata
 from iostack.filters.metadata import FilterMetadata, Param
-from iostack.filters.registry import builtin_metadata
 
 FILTERS = {m.name: m for m in builtin_metadata()}
 ZSTD = {"algorithm": "zstd", "frame_size": 262144, "level": None}

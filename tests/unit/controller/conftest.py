@@ -13,9 +13,9 @@ import redis
 
 from iostack.controller.registry import Registries
 from iostack.controller.store import PolicyStore
+from iostack.filters.library import builtin_metadata
 from iostack.filters.metadata import FilterMetadata, Param
-from iostack.filters.registry import builtin_metadata
-from iostack.policy.keys import KeySpace
+from iostack.policy.redis_keys import KeySpace
 
 # A second compressor: same layout group as the library's compression.
 XCOMPRESS = FilterMetadata("xcompress", "another compressor", params=(Param("level", "int"),),

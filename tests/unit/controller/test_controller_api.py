@@ -217,7 +217,7 @@ def test_a_policy_change_without_a_writable_master_is_a_503_naming_why(
     import secrets
 
     from iostack.controller.registry import Registries
-    from iostack.policy.keys import KeySpace
+    from iostack.policy.redis_keys import KeySpace
 
     password = secrets.token_hex(16)
     master = redis_server(f"requirepass {password}")

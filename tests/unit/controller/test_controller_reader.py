@@ -20,8 +20,8 @@ import redis
 
 from iostack.controller.registry import Registries
 from iostack.controller.store import PolicyStore
-from iostack.policy.keys import KeySpace
 from iostack.policy.reader import RETRY_AFTER, PolicyReader, PolicyStoreUnavailable
+from iostack.policy.redis_keys import KeySpace
 from iostack.policy.resolve import RequestInfo
 from iostack.policy.snapshot import SnapshotFile
 

@@ -6,8 +6,8 @@ import pytest
 
 from iostack.controller.builtins import CLASSES, METRICS, OBJECT_TYPES
 from iostack.dsl.vocabulary import Vocabulary
+from iostack.filters.library import builtin_metadata
 from iostack.filters.metadata import FilterMetadata, Param
-from iostack.filters.registry import builtin_metadata
 
 EXTRA_FILTERS = (
     FilterMetadata("csv_select", "CSV projection", params=(Param("columns", "str"),),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from iostack.filters.base import FilterContext
-from iostack.filters.keys import KeyFileProvider, create_key_file
+from iostack.filters.tenant_keys import KeyFileProvider, create_key_file
 
 
 @pytest.fixture

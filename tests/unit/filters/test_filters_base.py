@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from iostack.filters.base import BytesSource, FilterContext, reframe, resolve_params, split_exact
 from iostack.filters.errors import FilterError, IntegrityError, ParamError
+from iostack.filters.library import get_filter
 from iostack.filters.metadata import FilterMetadata, Param
-from iostack.filters.registry import get_filter
 
 META = FilterMetadata(
     name="demo",

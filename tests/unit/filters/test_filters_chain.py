@@ -8,7 +8,7 @@ from filters_testlib import CountingSource, chunked, encode_chain, log_text, ope
 
 from iostack.filters.base import BytesSource, read_all
 from iostack.filters.encryption import TAG_BYTES
-from iostack.filters.registry import get_filter
+from iostack.filters.library import get_filter
 
 KIB = 1024
 CF = 64 * KIB  # compression frame (original bytes)

@@ -12,7 +12,7 @@ from filters_testlib import CountingSource, log_text, store_chain
 from iostack.filters import compression
 from iostack.filters.base import BytesSource, FilterContext, read_all
 from iostack.filters.errors import IntegrityError, ParamError
-from iostack.filters.registry import get_filter
+from iostack.filters.library import get_filter
 
 KIB = 1024
 SPEC = get_filter("compression")

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from iostack.filters.base import FilterContext
 from iostack.filters.csv_where import WhereError, parse_predicate
 from iostack.filters.errors import ParamError
-from iostack.filters.registry import get_filter
+from iostack.filters.library import get_filter
 
 CONTEXT = FilterContext(account="AUTH_t1", container="logs", obj="a.csv")
 HEADER = b"id,name,status,note\n"

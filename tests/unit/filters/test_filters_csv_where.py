@@ -25,7 +25,7 @@ from iostack.filters.csv_where import (
     parse_predicate,
 )
 from iostack.filters.errors import ParamError
-from iostack.filters.registry import get_filter
+from iostack.filters.library import get_filter
 
 # Seconds of CPU per predicate: the quadratic parser took 1-4 s, the linear one
 # ~10 ms (30 times that seen under a load average of 20: the bound sits between).

@@ -10,8 +10,8 @@ from filters_testlib import CountingSource, store_chain
 from iostack.filters import encryption
 from iostack.filters.base import BytesSource, FilterContext, read_all
 from iostack.filters.errors import ConfigError, IntegrityError, ParamError
-from iostack.filters.keys import KeyFileProvider, create_key_file
-from iostack.filters.registry import get_filter
+from iostack.filters.library import get_filter
+from iostack.filters.tenant_keys import KeyFileProvider, create_key_file
 
 KIB = 1024
 F = 4 * KIB

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from iostack.filters.base import FilterContext
 from iostack.filters.errors import FilterError, ParamError
+from iostack.filters.library import get_filter
 from iostack.filters.output import writer
-from iostack.filters.registry import get_filter
 from iostack.swift_middleware.select.engine import Answer, SelectError, Selecting, check_chain
 
 CONTEXT = FilterContext(account="AUTH_t1", container="logs", obj="a.jsonl")

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from iostack.filters.base import BytesSource, read_all
-from iostack.filters.registry import get_filter
+from iostack.filters.library import get_filter
 
 KIB = 1024
 

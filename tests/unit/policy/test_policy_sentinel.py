@@ -22,8 +22,8 @@ from iostack.aio.services import free_port, wait_until
 from iostack.controller.registry import Registries
 from iostack.controller.store import PolicyStore
 from iostack.policy.connection import connect
-from iostack.policy.keys import KeySpace
 from iostack.policy.reader import PolicyReader
+from iostack.policy.redis_keys import KeySpace
 from iostack.policy.resolve import RequestInfo
 
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from swift.common.swob import HTTPForbidden, HTTPOk, Request
 
-from iostack.filters.registry import builtin_metadata
+from iostack.filters.library import builtin_metadata
 from iostack.monitoring.counters import Window
 from iostack.monitoring.middleware import MetricsMiddleware
 from iostack.policy.resolve import Level

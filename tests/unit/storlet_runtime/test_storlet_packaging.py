@@ -7,7 +7,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from iostack.filters.registry import filter_names, get_filter
+from iostack.filters.library import filter_names, get_filter
 from iostack.storlet_runtime import packaging
 
 

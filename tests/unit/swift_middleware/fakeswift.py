@@ -48,7 +48,7 @@ from swift.common.swob import HTTPUnauthorized, Request, Response
 from swift.common.utils import split_path
 from swift.obj.server import iter_mime_headers_and_bodies
 
-from iostack.filters.registry import builtin_metadata
+from iostack.filters.library import builtin_metadata
 from iostack.policy.resolve import Level, RequestInfo
 from iostack.swift_middleware import shared_reader
 

@@ -11,9 +11,9 @@ import pytest
 import redis
 
 from iostack.policy.resolve import Level
+from iostack.swift_middleware.cache.admission import caching_rules, entry_version, tenant_request
 from iostack.swift_middleware.cache.invalidation import REMEMBERED_PATHS, InvalidationBus
 from iostack.swift_middleware.cache.middleware import cacheable_read, filter_factory
-from iostack.swift_middleware.cache.policy import caching_rules, entry_version, tenant_request
 from iostack.swift_middleware.cache.store import CacheStore
 from iostack.swift_middleware.cache.worker import CachedObject, WorkerCache, cached_headers
 

@@ -10,8 +10,8 @@ from swift.common.swob import Response
 
 from iostack.filters.base import FilterContext
 from iostack.filters.errors import FilterError
+from iostack.filters.library import get_filter
 from iostack.filters.records import BLOCK_SIZE
-from iostack.filters.registry import get_filter
 from iostack.swift_middleware.select.engine import Answer, SelectError, Selecting, off_hub
 from iostack.swift_middleware.select.frames import PADDING, frame, read_frames
 from iostack.swift_middleware.select.object import _framed

@@ -23,8 +23,8 @@ from swift.common.swob import Response
 
 from iostack.filters.base import FilterContext
 from iostack.filters.errors import FilterError, ParamError
+from iostack.filters.library import get_filter
 from iostack.filters.parquet_select import ParquetLimits
-from iostack.filters.registry import get_filter
 from iostack.swift_middleware.select.engine import Answer, SelectError
 from iostack.swift_middleware.select.parquet import ParquetSelecting
 

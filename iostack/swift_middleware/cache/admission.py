@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from iostack.filters.caching import METADATA
+from iostack.filters.library import get_filter
 from iostack.filters.metadata import FilterMetadata
-from iostack.filters.registry import get_filter
 from iostack.policy.resolve import Level, RequestInfo, resolve
 from iostack.swift_middleware.enforce.record import SIZE_HEADER
 

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from iostack.filters.errors import UnknownFilterError
+from iostack.filters.library import builtin_metadata, filter_names, get_filter
 from iostack.filters.metadata import FilterMetadata
-from iostack.filters.registry import builtin_metadata, filter_names, get_filter
 
 
 def test_builtin_filters_are_listed():

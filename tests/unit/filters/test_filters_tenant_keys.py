@@ -7,7 +7,7 @@ import os
 import pytest
 
 from iostack.filters.errors import ConfigError
-from iostack.filters.keys import KeyFileProvider, create_key_file
+from iostack.filters.tenant_keys import KeyFileProvider, create_key_file
 
 
 def write_key(path, data: bytes, mode: int = 0o600) -> None:

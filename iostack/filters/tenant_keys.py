@@ -53,7 +53,7 @@ def _read_root_secret(path: str) -> bytes:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except FileNotFoundError:
         raise ConfigError(f"key file {path} does not exist (create it with "
-                          f"iostack.filters.keys.create_key_file)") from None
+                          f"iostack.filters.tenant_keys.create_key_file)") from None
     except OSError as exc:
         raise ConfigError(f"key file {path} cannot be opened: {exc.strerror}") from None
     info = os.fstat(fd)
