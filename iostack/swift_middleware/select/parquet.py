@@ -118,9 +118,12 @@ class ParquetSelecting:
             need = footer_length(footer, size, self.limits)
             if need > len(footer):
                 footer = self._range(size - need, need - len(footer)) + footer
-            # Up to parquet_max_footer of metadata parsed off the hub.
+            # Up to parquet_max_footer of metadata parsed off the hub, in the bounded
+            # child: a crafted footer can abort pyarrow's parser.
+            planner = (POOL.planner(self.limits, deadline) if self.limits.decode_in_child
+                       else None)
             plan = tpool.execute(self.selection.plan, footer[-need:], size, start, end,
-                                 self.limits)
+                                 self.limits, planner)
             prefix = self.selection.begin(None, start == 0)
             chunks = self._chunks(plan, deadline)
             head = next(chunks, b"")
