@@ -8,7 +8,10 @@ every row decodes to a MiB a row, and crafted files make pyarrow's decoder
 abort the process (the unit tests' bit-flip fuzzing saw it). On a proxy or
 object-server worker that serves every tenant, that is everyone's outage.
 
-So each row group is decoded by a child process (``python -m
+Planning is as exposed: pyarrow aborts on some crafted footers when
+their statistics are read (one flipped bit of a column chunk's type does
+it). So the footer is parsed and the answer planned (``plan_footer``), and
+each row group decoded, by a child process (``python -m
 iostack.filters.parquet_decode MEMORY``) that holds no credentials, reads
 only what it is sent on stdin and answers on stdout:
 
@@ -28,11 +31,13 @@ only what it is sent on stdin and answers on stdout:
   worker process), so only a worker's first decode pays its start
   (~0.3 s, importing pyarrow).
 
-Messages: a request is a 4-byte length, a JSON header (row group, sizes,
-columns, predicate, CPU seconds) and the raw footer and column chunks; an
-answer is one kind byte (``T``: an Arrow IPC stream of the selected rows,
-``E``: a UTF-8 error, ``X``: one after which the child exits), an 8-byte
-length and the payload. Nothing sent is
+Messages: a request is a 4-byte length, a JSON header (``op``: ``plan``
+with the byte range, projection, predicate and limits, or ``decode`` with
+the row group, sizes, columns and predicate; CPU seconds) and the raw
+footer and column chunks; an answer is one kind byte (``T``: the plan as
+JSON, or an Arrow IPC stream of the selected rows; ``E``: a UTF-8 error,
+``X``: one after which the child exits), an 8-byte length and the payload.
+The worker uses the plan as data: it never parses the tenant's metadata. Nothing sent is
 evaluated; the header is parsed with a depth bound.
 """
 

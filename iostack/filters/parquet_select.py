@@ -13,7 +13,9 @@ the default) or through the proxy:
    range (so splits of an object at any offsets read each row group once),
    less those whose statistics prove that no row satisfies the predicate,
    and for each the byte ranges of the needed column chunks only (the
-   projection's and the predicate's columns);
+   projection's and the predicate's columns); done by ``plan_footer`` in
+   ``parquet_decode``'s bounded child (crafted footers abort pyarrow), which
+   answers a plain JSON plan, unless ``parquet_decode_in_child = false``;
 3. ``read_row_group``: those chunks decoded by pyarrow, the predicate
    applied row by row (``csv_where.typed_row_mask``), the answer written
    (``iostack.filters.output``).
@@ -79,7 +81,7 @@ class ParquetLimits:
     max_columns: int = 10_000  # leaf columns in the schema
     max_memory: int = 512 << 20  # bytes one row group's read columns may decode to
     time_limit: float = 300.0  # seconds per answer
-    decode_in_child: bool = True  # decode row groups in a bounded child process
+    decode_in_child: bool = True  # plan and decode in a bounded child (false: the worker exposed)
 
     @classmethod
     def from_conf(cls, conf: Mapping[str, Any]) -> ParquetLimits:

@@ -15,9 +15,10 @@ first row group is read before ``run`` returns, so a corrupt file still
 gets a status (``422`` naming the object); a failure later raises
 ``FilterError`` from the answer's iterator, which the callers turn into an
 error frame or a cut answer. ``ParquetLimits.time_limit`` is checked
-between fetches and row groups, and row groups are decoded in a bounded
-child process (``iostack.filters.parquet_decode``) unless
-``parquet_decode_in_child = false``.
+between fetches and row groups, and the footer is planned and row groups
+decoded in a bounded child process (``iostack.filters.parquet_decode``)
+unless ``parquet_decode_in_child = false`` (which leaves this worker exposed
+to files that abort pyarrow).
 """
 
 from __future__ import annotations
