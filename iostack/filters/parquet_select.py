@@ -254,10 +254,16 @@ class ParquetSelection:
         else:
             answer = planner(job)
         self.footer, self.size = footer, size
-        self._output, self._read = answer["output"], answer["read"]
-        self.schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(answer["schema"])))
-        return [RowGroupRead(index, tuple((offset, length) for offset, length in ranges))
-                for index, ranges in answer["reads"]]
+        try:
+            self._output, self._read = list(answer["output"]), list(answer["read"])
+            self.schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(answer["schema"])))
+            reads = [RowGroupRead(int(index), tuple((int(offset), int(length))
+                                                    for offset, length in ranges))
+                     for index, ranges in answer["reads"]]
+        except (KeyError, TypeError, ValueError, pa.ArrowException) as exc:
+            raise FilterError(f"the planner broke its protocol ({exc})") from None
+        _check_reads(reads, size - len(footer), limits)
+        return reads
 
     def begin(self, first_record: bytes | None, at_start: bool) -> bytes:
         return self.writer.begin(pa.schema([self.schema.field(n) for n in self._output]),
@@ -402,6 +408,16 @@ def decode_row_group(metadata: pq.FileMetaData, size: int, index: int,
     if mask is not None:
         table = table.filter(mask, null_selection_behavior="drop")
     return table
+
+
+def _check_reads(reads: list[RowGroupRead], data_end: int, limits: ParquetLimits) -> None:
+    """``FilterError`` for a plan that reads outside the data or more than the memory
+    limit: the child that planned it parsed the tenant's bytes, so it is checked too."""
+    for read in reads:
+        if any(offset < 4 or length < 0 or offset + length > data_end
+               for offset, length in read.ranges) or read.nbytes > limits.max_memory:
+            raise FilterError(f"row group {read.index}: the plan reads outside the file "
+                              f"or over the parquet_max_memory limit")
 
 
 def _merged(ranges: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:

@@ -9,6 +9,7 @@ exception.
 
 from __future__ import annotations
 
+import base64
 import io
 import random
 import signal
@@ -292,3 +293,16 @@ def test_not_parquet_and_empty_objects_get_422():
         with pytest.raises(SelectError) as info:
             run(body)
         assert info.value.status == 422 and "parquet_select cannot read" in str(info.value)
+
+
+@pytest.mark.parametrize("reads", [[[0, [[0, 10]]]], [[0, [[4, 1 << 40]]]], [[0, "x"]]])
+def test_a_plan_out_of_bounds_or_out_of_protocol_is_refused(reads):
+    selection = get_filter("parquet_select").selection({"output": "arrow"}, CONTEXT)
+    schema = base64.b64encode(pa.schema([("a", pa.int64())]).serialize().to_pybytes())
+
+    def planner(job):  # as a child subverted by the file it parsed might answer
+        return {"reads": reads, "output": ["a"], "read": ["a"], "schema": schema.decode()}
+
+    footer = SMALL[-(int.from_bytes(SMALL[-8:-4], "little") + 8):]
+    with pytest.raises(FilterError, match="plan reads outside|broke its protocol"):
+        selection.plan(footer, len(SMALL), 0, None, DEFAULT_LIMITS, planner)
