@@ -8,7 +8,10 @@ every row decodes to a MiB a row, and crafted files make pyarrow's decoder
 abort the process (the unit tests' bit-flip fuzzing saw it). On a proxy or
 object-server worker that serves every tenant, that is everyone's outage.
 
-So each row group is decoded by a child process (``python -m
+Planning is as exposed: pyarrow aborts on some crafted footers when
+their statistics are read (one flipped bit of a column chunk's type does
+it). So the footer is parsed and the answer planned (``plan_footer``), and
+each row group decoded, by a child process (``python -m
 iostack.filters.parquet_decode MEMORY``) that holds no credentials, reads
 only what it is sent on stdin and answers on stdout:
 
@@ -28,17 +31,21 @@ only what it is sent on stdin and answers on stdout:
   worker process), so only a worker's first decode pays its start
   (~0.3 s, importing pyarrow).
 
-Messages: a request is a 4-byte length, a JSON header (row group, sizes,
-columns, predicate, CPU seconds) and the raw footer and column chunks; an
-answer is one kind byte (``T``: an Arrow IPC stream of the selected rows,
-``E``: a UTF-8 error, ``X``: one after which the child exits), an 8-byte
-length and the payload. Nothing sent is
+Messages: a request is a 4-byte length, a JSON header (``op``: ``plan``
+with the byte range, projection, predicate and limits, or ``decode`` with
+the row group, sizes, columns and predicate; CPU seconds) and the raw
+footer and column chunks; an answer is one kind byte (``T``: the plan as
+JSON, or an Arrow IPC stream of the selected rows; ``E``: a UTF-8 error,
+``X``: one after which the child exits), an 8-byte length and the payload.
+The worker uses the plan as data: it never parses the tenant's metadata. Nothing sent is
 evaluated; the header is parsed with a depth bound.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -49,13 +56,24 @@ import struct
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from typing import Any, BinaryIO
 
 import pyarrow as pa
 
 from iostack import bounded_json
-from iostack.filters.errors import FilterError
-from iostack.filters.parquet_select import DecodeJob, Decoder, OverMemory, ParquetLimits
+from iostack.filters.errors import FilterError, ParamError
+from iostack.filters.parquet_select import (
+    DecodeJob,
+    Decoder,
+    OverMemory,
+    ParquetLimits,
+    PlanJob,
+    Planner,
+    decode_row_group,
+    parse_footer,
+    plan_footer,
+)
 
 IDLE = 1  # children kept per worker process between row groups
 NICENESS = 10  # a decode yields the CPU to the worker's other requests
@@ -86,32 +104,49 @@ class _Child:
             stdout=subprocess.PIPE, env=env, close_fds=True)
 
     def decode(self, job: DecodeJob, seconds: float) -> pa.Table:
-        header = json.dumps({
-            "size": job.size, "index": job.index, "columns": job.columns, "where": job.where,
-            "cpu": max(1, math.ceil(seconds)), "footer": len(job.footer),
-            "pieces": [[offset, len(data)] for offset, data in job.pieces],
-        }).encode()
+        header = {"op": "decode", "size": job.size, "index": job.index,
+                  "columns": job.columns, "where": job.where,
+                  "pieces": [[offset, len(data)] for offset, data in job.pieces]}
+        payload = self._ask(header, job.footer, [data for _, data in job.pieces], seconds,
+                            f"row group {job.index}")
+        return pa.ipc.open_stream(payload).read_all()
+
+    def plan(self, job: PlanJob, limits: ParquetLimits, seconds: float) -> dict[str, Any]:
+        header = {"op": "plan", "size": job.size, "start": job.start, "end": job.end,
+                  "refs": job.refs, "where": job.where, "limits": dataclasses.asdict(limits),
+                  "pieces": []}
+        answer = bounded_json.loads(self._ask(header, job.footer, [], seconds, "the footer"),
+                                    max_depth=6)
+        if "param" in answer:
+            raise ParamError("parquet_select", answer["param"], answer["reason"])
+        return answer
+
+    def _ask(self, header: dict[str, Any], footer: bytes, pieces: list[bytes],
+             seconds: float, what: str) -> bytes:
+        """The payload of the child's ``T`` answer to one request."""
+        header = dict(header, cpu=max(1, math.ceil(seconds)), footer=len(footer))
+        encoded = json.dumps(header).encode()
         deadline = time.monotonic() + seconds + _WAIT_SLACK
         try:
             pipe = self.process.stdin
-            pipe.write(_HEADER.pack(len(header)) + header)
-            pipe.write(job.footer)
-            for _, data in job.pieces:
+            pipe.write(_HEADER.pack(len(encoded)) + encoded)
+            pipe.write(footer)
+            for data in pieces:
                 pipe.write(data)
             pipe.flush()
             kind, length = _ANSWER.unpack(self._read(_ANSWER.size, deadline))
             if length > self.memory:
-                raise DecodeStopped(f"row group {job.index}: the decoder answered {length} "
+                raise DecodeStopped(f"{what}: the decoder answered {length} "
                                     f"bytes, more than it may hold")
             payload = self._read(length, deadline)
         except (BrokenPipeError, ConnectionResetError, EOFError):
-            raise self._stopped(job.index) from None
+            raise self._stopped(what) from None
         if kind in (b"E", b"X"):
             self.exiting = kind == b"X"
             raise FilterError(payload.decode(errors="replace"))
         if kind != b"T":
-            raise DecodeStopped(f"row group {job.index}: the decoder broke its protocol")
-        return pa.ipc.open_stream(payload).read_all()
+            raise DecodeStopped(f"{what}: the decoder broke its protocol")
+        return payload
 
     def _read(self, size: int, deadline: float) -> bytes:
         """``size`` bytes of the child's answer, waiting until ``deadline`` at most."""
@@ -130,7 +165,7 @@ class _Child:
             size -= len(data)
         return b"".join(parts)
 
-    def _stopped(self, index: int) -> DecodeStopped:
+    def _stopped(self, what: str) -> DecodeStopped:
         """Why the child went away, once it has."""
         self.kill()
         code = self.process.returncode
@@ -140,14 +175,16 @@ class _Child:
             why = f"the decoder crashed ({signal.Signals(-code).name})"
         else:
             why = f"the decoder exited ({code})"
-        return DecodeStopped(f"row group {index}: {why}")
+        return DecodeStopped(f"{what}: {why}")
 
     def kill(self) -> None:
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
         for pipe in (self.process.stdin, self.process.stdout):
-            pipe.close()
+            # Closing flushes what a dead child left unread: the fd is closed anyway.
+            with contextlib.suppress(BrokenPipeError):
+                pipe.close()
 
 
 def _native_select() -> Any:
@@ -171,7 +208,21 @@ class DecoderPool:
 
         return decode
 
+    def planner(self, limits: ParquetLimits, deadline: float) -> Planner:
+        """A ``Planner`` for one answer, within the answer's time limit."""
+
+        def plan(job: PlanJob) -> dict[str, Any]:
+            return self._run(limits, deadline - time.monotonic(),
+                             lambda child, seconds: child.plan(job, limits, seconds))
+
+        return plan
+
     def decode(self, job: DecodeJob, limits: ParquetLimits, seconds: float) -> pa.Table:
+        return self._run(limits, seconds, lambda child, left: child.decode(job, left))
+
+    def _run(self, limits: ParquetLimits, seconds: float,
+             ask: Callable[[_Child, float], Any]) -> Any:
+        """``ask``'s answer from a child of the pool, given ``seconds`` at most."""
         if seconds <= 0:
             raise DecodeStopped(f"the selection took longer than the parquet_time_limit "
                                 f"({limits.time_limit:g} s)")
@@ -179,7 +230,7 @@ class DecoderPool:
         child = self._take(memory)
         reusable = False  # after a clean answer or the file's own error only
         try:
-            table = child.decode(job, seconds)
+            answer = ask(child, seconds)
             reusable = True
         except DecodeStopped:
             raise
@@ -188,7 +239,7 @@ class DecoderPool:
             raise
         finally:
             self._give_back(child) if reusable else child.kill()
-        return table
+        return answer
 
     def _take(self, memory: int) -> _Child:
         while True:
@@ -222,10 +273,7 @@ POOL = DecoderPool()  # one per worker process
 # The child's side.
 
 def _serve(memory: int, stdin: BinaryIO, stdout: BinaryIO) -> None:
-    import pyarrow.parquet as pq
-
     from iostack.filters.csv_where import parse_predicate
-    from iostack.filters.parquet_select import decode_row_group
 
     os.nice(NICENESS)
     pa.set_cpu_count(1)
@@ -253,25 +301,43 @@ def _serve(memory: int, stdin: BinaryIO, stdout: BinaryIO) -> None:
                                                  cpu_hard))
         try:
             if parsed[0] != footer:
-                parsed = (footer, pq.read_metadata(pa.BufferReader(footer)))
-            metadata = parsed[1]
-            table = decode_row_group(metadata, request["size"], request["index"], pieces,
-                                     request["columns"], parse_predicate(request["where"]).terms)
-            sink = pa.BufferOutputStream()
-            with pa.ipc.new_stream(sink, table.schema) as writer:
-                writer.write_table(table)
-            kind, payload = b"T", sink.getvalue().to_pybytes()
+                parsed = (footer, parse_footer(footer))
+            if request["op"] == "plan":
+                payload = json.dumps(_plan(parsed[1], footer, request)).encode()
+            else:
+                table = decode_row_group(parsed[1], request["size"], request["index"],
+                                         pieces, request["columns"],
+                                         parse_predicate(request["where"]).terms)
+                sink = pa.BufferOutputStream()
+                with pa.ipc.new_stream(sink, table.schema) as writer:
+                    writer.write_table(table)
+                payload = sink.getvalue().to_pybytes()
+            kind = b"T"
         except OverMemory as exc:
             # What the allocator holds now is unknown: answer, and let a new child go on.
             kind, payload = b"X", str(exc).encode()
         except Exception as exc:  # noqa: BLE001 - any failure is this row group's answer
             kind, payload = b"E", str(exc).splitlines()[0].encode() if str(exc) else (
-                f"row group {request['index']}: {type(exc).__name__}".encode())
+                f"{_what(request)}: {type(exc).__name__}".encode())
         del pieces, footer
         stdout.write(_ANSWER.pack(kind, len(payload)) + payload)
         stdout.flush()
         if kind == b"X":
             return
+
+
+def _plan(metadata: Any, footer: bytes, request: dict[str, Any]) -> dict[str, Any]:
+    """A plan request's answer: the plan, or the request's fault as data."""
+    job = PlanJob(footer, request["size"], request["start"], request["end"],
+                  request["refs"], request["where"])
+    try:
+        return plan_footer(metadata, job, ParquetLimits(**request["limits"]))
+    except ParamError as exc:
+        return {"param": exc.param, "reason": exc.reason}
+
+
+def _what(request: dict[str, Any]) -> str:
+    return "the footer" if request["op"] == "plan" else f"row group {request['index']}"
 
 
 def _exactly(stream: BinaryIO, size: int) -> bytes:

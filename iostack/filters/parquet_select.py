@@ -13,7 +13,9 @@ the default) or through the proxy:
    range (so splits of an object at any offsets read each row group once),
    less those whose statistics prove that no row satisfies the predicate,
    and for each the byte ranges of the needed column chunks only (the
-   projection's and the predicate's columns);
+   projection's and the predicate's columns); done by ``plan_footer`` in
+   ``parquet_decode``'s bounded child (crafted footers abort pyarrow), which
+   answers a plain JSON plan, unless ``parquet_decode_in_child = false``;
 3. ``read_row_group``: those chunks decoded by pyarrow, the predicate
    applied row by row (``csv_where.typed_row_mask``), the answer written
    (``iostack.filters.output``).
@@ -37,6 +39,7 @@ the data path answers ``422`` naming the object (or cuts a started answer).
 
 from __future__ import annotations
 
+import base64
 import io
 import struct
 from collections.abc import Callable, Mapping
@@ -78,7 +81,7 @@ class ParquetLimits:
     max_columns: int = 10_000  # leaf columns in the schema
     max_memory: int = 512 << 20  # bytes one row group's read columns may decode to
     time_limit: float = 300.0  # seconds per answer
-    decode_in_child: bool = True  # decode row groups in a bounded child process
+    decode_in_child: bool = True  # plan and decode in a bounded child (false: the worker exposed)
 
     @classmethod
     def from_conf(cls, conf: Mapping[str, Any]) -> ParquetLimits:
@@ -238,62 +241,28 @@ class ParquetSelection:
         self._output: list[str] = []
 
     def plan(self, footer: bytes, size: int, start: int, end: int | None,
-             limits: ParquetLimits) -> list[RowGroupRead]:
+             limits: ParquetLimits, planner: Planner | None = None) -> list[RowGroupRead]:
         """The row groups and column chunks to read for rows in groups starting in
-        ``[start, end]``. ``ParamError`` for unknown columns, ``FilterError`` for a
-        file that is not Parquet or breaks a limit."""
+        ``[start, end]``: planned here, or by ``planner`` (``parquet_decode``: in the
+        bounded child, so that a crafted footer cannot abort this process).
+        ``ParamError`` for unknown columns, ``FilterError`` for a file that is not
+        Parquet or breaks a limit."""
+        job = PlanJob(footer, size, start, end, self.refs, self.where)
+        if planner is None:
+            self.metadata = parse_footer(footer)
+            answer = plan_footer(self.metadata, job, limits)
+        else:
+            answer = planner(job)
+        self.footer, self.size = footer, size
         try:
-            metadata = pq.read_metadata(pa.BufferReader(footer))
-            schema = metadata.schema.to_arrow_schema()
-        except (pa.ArrowException, OSError, ValueError) as exc:
-            raise FilterError(f"its footer is not Parquet metadata: "
-                              f"{str(exc).splitlines()[0]}") from None
-        if metadata.num_columns > limits.max_columns:
-            raise FilterError(f"{metadata.num_columns} columns, over the parquet_max_columns "
-                              f"limit ({limits.max_columns})")
-        if metadata.num_row_groups > limits.max_row_groups:
-            raise FilterError(f"{metadata.num_row_groups} row groups, over the "
-                              f"parquet_max_row_groups limit ({limits.max_row_groups})")
-        self.metadata, self.footer, self.size = metadata, footer, size
-        names = schema.names
-        for ref in self.refs + [t.column for t in self.terms]:
-            if ref not in names:
-                shown = ", ".join(names[:_KNOWN_SHOWN]) + (", ..." if len(names) > _KNOWN_SHOWN
-                                                           else "")
-                param = "columns" if ref in self.refs else "where"
-                raise ParamError("parquet_select", param, f"no column {ref!r} (columns: {shown})")
-        self._output = self.refs or names
-        self._read = list(dict.fromkeys(self._output + [t.column for t in self.terms]))
-        self.schema = pa.schema([schema.field(n) for n in self._read])
-        check_typed_terms("parquet_select", self.terms, self.schema)
-        data_end = size - len(footer)
-        reads = []
-        for index in range(metadata.num_row_groups):
-            group = metadata.row_group(index)
-            chunks = [group.column(i) for i in range(group.num_columns)]
-            starts = [chunk_start(c) for c in chunks]
-            first = row_group_start(group)
-            if first < start or (end is not None and first > end):
-                continue  # another split's row group
-            top = [c.path_in_schema.split(".")[0] for c in chunks]
-            if not all(_may_match(t, chunks[top.index(t.column)].statistics, group.num_rows)
-                       for t in self.terms if top.count(t.column) == 1):
-                continue  # its statistics rule every row out
-            needed = [i for i, name in enumerate(top) if name in self._read]
-            ranges = []
-            for i in needed:
-                offset, length = starts[i], chunks[i].total_compressed_size
-                if offset < 4 or length < 0 or offset + length > data_end:
-                    raise FilterError(f"row group {index}: column chunk "
-                                      f"{chunks[i].path_in_schema!r} lies outside the file")
-                ranges.append((offset, length))
-            # The fetched chunks, their pages decoded, and the values.
-            memory = sum(chunks[i].total_compressed_size + chunks[i].total_uncompressed_size
-                         for i in needed) + _BYTES_PER_VALUE * group.num_rows * len(needed)
-            if memory > limits.max_memory:
-                raise FilterError(f"row group {index} would take {memory} bytes to decode, "
-                                  f"over the parquet_max_memory limit ({limits.max_memory})")
-            reads.append(RowGroupRead(index, _merged(ranges)))
+            self._output, self._read = list(answer["output"]), list(answer["read"])
+            self.schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(answer["schema"])))
+            reads = [RowGroupRead(int(index), tuple((int(offset), int(length))
+                                                    for offset, length in ranges))
+                     for index, ranges in answer["reads"]]
+        except (KeyError, TypeError, ValueError, pa.ArrowException) as exc:
+            raise FilterError(f"the planner broke its protocol ({exc})") from None
+        _check_reads(reads, size - len(footer), limits)
         return reads
 
     def begin(self, first_record: bytes | None, at_start: bool) -> bytes:
@@ -318,6 +287,89 @@ class ParquetSelection:
 
     def end(self) -> bytes:
         return self.writer.end()
+
+
+@dataclass(frozen=True)
+class PlanJob:
+    """One answer's footer and request, as plain data a child process can be sent."""
+
+    footer: bytes
+    size: int
+    start: int
+    end: int | None
+    refs: list[str]  # the projection's columns
+    where: str
+
+
+Planner = Callable[[PlanJob], dict[str, Any]]
+
+
+def parse_footer(footer: bytes) -> pq.FileMetaData:
+    """The footer's metadata; ``FilterError`` for what is not Parquet metadata."""
+    try:
+        metadata = pq.read_metadata(pa.BufferReader(footer))
+        metadata.schema.to_arrow_schema()
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise FilterError(f"its footer is not Parquet metadata: "
+                          f"{str(exc).splitlines()[0]}") from None
+    return metadata
+
+
+def plan_footer(metadata: pq.FileMetaData, job: PlanJob,
+                limits: ParquetLimits) -> dict[str, Any]:
+    """``ParquetSelection.plan``'s answer as JSON-able data: the row groups to read
+    (``reads``: index and ranges), the ``output`` and ``read`` columns and the read
+    columns' Arrow ``schema`` (base64 IPC). Touches the tenant's metadata: in the
+    bounded child unless ``parquet_decode_in_child = false``."""
+    schema = metadata.schema.to_arrow_schema()
+    if metadata.num_columns > limits.max_columns:
+        raise FilterError(f"{metadata.num_columns} columns, over the parquet_max_columns "
+                          f"limit ({limits.max_columns})")
+    if metadata.num_row_groups > limits.max_row_groups:
+        raise FilterError(f"{metadata.num_row_groups} row groups, over the "
+                          f"parquet_max_row_groups limit ({limits.max_row_groups})")
+    terms = parse_predicate(job.where).terms
+    names = schema.names
+    for ref in job.refs + [t.column for t in terms]:
+        if ref not in names:
+            shown = ", ".join(names[:_KNOWN_SHOWN]) + (", ..." if len(names) > _KNOWN_SHOWN
+                                                       else "")
+            param = "columns" if ref in job.refs else "where"
+            raise ParamError("parquet_select", param, f"no column {ref!r} (columns: {shown})")
+    output = job.refs or names
+    read = list(dict.fromkeys(output + [t.column for t in terms]))
+    read_schema = pa.schema([schema.field(n) for n in read])
+    check_typed_terms("parquet_select", terms, read_schema)
+    data_end = job.size - len(job.footer)
+    reads = []
+    for index in range(metadata.num_row_groups):
+        group = metadata.row_group(index)
+        chunks = [group.column(i) for i in range(group.num_columns)]
+        starts = [chunk_start(c) for c in chunks]
+        first = row_group_start(group)
+        if first < job.start or (job.end is not None and first > job.end):
+            continue  # another split's row group
+        top = [c.path_in_schema.split(".")[0] for c in chunks]
+        if not all(_may_match(t, chunks[top.index(t.column)].statistics, group.num_rows)
+                   for t in terms if top.count(t.column) == 1):
+            continue  # its statistics rule every row out
+        needed = [i for i, name in enumerate(top) if name in read]
+        ranges = []
+        for i in needed:
+            offset, length = starts[i], chunks[i].total_compressed_size
+            if offset < 4 or length < 0 or offset + length > data_end:
+                raise FilterError(f"row group {index}: column chunk "
+                                  f"{chunks[i].path_in_schema!r} lies outside the file")
+            ranges.append((offset, length))
+        # The fetched chunks, their pages decoded, and the values.
+        memory = sum(chunks[i].total_compressed_size + chunks[i].total_uncompressed_size
+                     for i in needed) + _BYTES_PER_VALUE * group.num_rows * len(needed)
+        if memory > limits.max_memory:
+            raise FilterError(f"row group {index} would take {memory} bytes to decode, "
+                              f"over the parquet_max_memory limit ({limits.max_memory})")
+        reads.append([index, [list(r) for r in _merged(ranges)]])
+    return {"reads": reads, "output": output, "read": read,
+            "schema": base64.b64encode(read_schema.serialize().to_pybytes()).decode()}
 
 
 @dataclass(frozen=True)
@@ -356,6 +408,16 @@ def decode_row_group(metadata: pq.FileMetaData, size: int, index: int,
     if mask is not None:
         table = table.filter(mask, null_selection_behavior="drop")
     return table
+
+
+def _check_reads(reads: list[RowGroupRead], data_end: int, limits: ParquetLimits) -> None:
+    """``FilterError`` for a plan that reads outside the data or more than the memory
+    limit: the child that planned it parsed the tenant's bytes, so it is checked too."""
+    for read in reads:
+        if any(offset < 4 or length < 0 or offset + length > data_end
+               for offset, length in read.ranges) or read.nbytes > limits.max_memory:
+            raise FilterError(f"row group {read.index}: the plan reads outside the file "
+                              f"or over the parquet_max_memory limit")
 
 
 def _merged(ranges: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:

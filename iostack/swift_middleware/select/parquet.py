@@ -15,9 +15,10 @@ first row group is read before ``run`` returns, so a corrupt file still
 gets a status (``422`` naming the object); a failure later raises
 ``FilterError`` from the answer's iterator, which the callers turn into an
 error frame or a cut answer. ``ParquetLimits.time_limit`` is checked
-between fetches and row groups, and row groups are decoded in a bounded
-child process (``iostack.filters.parquet_decode``) unless
-``parquet_decode_in_child = false``.
+between fetches and row groups, and the footer is planned and row groups
+decoded in a bounded child process (``iostack.filters.parquet_decode``)
+unless ``parquet_decode_in_child = false`` (which leaves this worker exposed
+to files that abort pyarrow).
 """
 
 from __future__ import annotations
@@ -118,9 +119,12 @@ class ParquetSelecting:
             need = footer_length(footer, size, self.limits)
             if need > len(footer):
                 footer = self._range(size - need, need - len(footer)) + footer
-            # Up to parquet_max_footer of metadata parsed off the hub.
+            # Up to parquet_max_footer of metadata parsed off the hub, in the bounded
+            # child: a crafted footer can abort pyarrow's parser.
+            planner = (POOL.planner(self.limits, deadline) if self.limits.decode_in_child
+                       else None)
             plan = tpool.execute(self.selection.plan, footer[-need:], size, start, end,
-                                 self.limits)
+                                 self.limits, planner)
             prefix = self.selection.begin(None, start == 0)
             chunks = self._chunks(plan, deadline)
             head = next(chunks, b"")

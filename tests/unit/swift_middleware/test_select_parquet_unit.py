@@ -9,9 +9,13 @@ exception.
 
 from __future__ import annotations
 
+import base64
 import io
 import random
+import signal
 import struct
+import subprocess
+import sys
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -196,10 +200,10 @@ def test_each_limit_answers_422_naming_the_object_and_the_limit(limits, message)
     assert info.value.status == 422 and PATH in str(info.value)
 
 
-def fuzz_case(body: bytes) -> None:
+def fuzz_case(body: bytes, **params) -> None:
     """A hostile file either selects cleanly or fails with a 422 naming the object."""
     try:
-        data, _ = run(body)
+        data, _ = run(body, **params)
     except SelectError as exc:
         assert exc.status == 422 and PATH in str(exc)
         return
@@ -226,7 +230,47 @@ def test_bit_flipped_files_fail_cleanly(flips):
     body = bytearray(SMALL)
     for offset, bit in flips:
         body[offset] ^= 1 << bit
-    fuzz_case(bytes(body))
+    fuzz_case(bytes(body), where="a > 100")  # planning reads the statistics too
+
+
+# One bit of SMALL's footer (a column chunk's type): pyarrow aborts the process that
+# reads that chunk's statistics ("ColumnMetaData type does not match ColumnDescriptor").
+ABORTING_FLIP = (6100, 4)
+_READ_STATISTICS = """
+import sys, pyarrow as pa, pyarrow.parquet as pq
+body = sys.stdin.buffer.read()
+footer = body[-(int.from_bytes(body[-8:-4], "little") + 8):]
+metadata = pq.read_metadata(pa.BufferReader(footer))
+for g in range(metadata.num_row_groups):
+    group = metadata.row_group(g)
+    [group.column(i).statistics.min for i in range(group.num_columns)]
+"""
+
+
+def test_a_footer_that_aborts_pyarrow_is_a_422_and_this_process_lives_on():
+    body = bytearray(SMALL)
+    body[ABORTING_FLIP[0]] ^= 1 << ABORTING_FLIP[1]
+    probe = subprocess.run([sys.executable, "-c", _READ_STATISTICS], input=bytes(body),
+                           capture_output=True, check=False)
+    assert probe.returncode == -signal.SIGABRT, probe.stderr  # the hazard is real
+    with pytest.raises(SelectError) as info:  # planned in the child, which died
+        run(bytes(body), where="a > 100")
+    assert info.value.status == 422 and "crashed (SIGABRT)" in str(info.value)
+    data, _ = run(SMALL, where="a > 100")  # and the next answer is served
+    assert table_of(data)["a"].to_pylist() == list(range(101, 300))
+
+
+def test_the_worker_never_parses_tenant_parquet_metadata_when_children_decode(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("tenant Parquet metadata parsed in the worker process")
+
+    monkeypatch.setattr(pq, "read_metadata", refuse)
+    monkeypatch.setattr(pq, "ParquetFile", refuse)
+    data, _ = run(SMALL, columns="s", where="a < 3")
+    assert table_of(data).to_pydict() == {"s": ["v0", "v1", "v2"]}
+    in_process = ParquetLimits(decode_in_child=False)  # documented: the worker exposed
+    with pytest.raises(AssertionError, match="worker process"):
+        run(SMALL, limits=in_process)
 
 
 def test_oversized_and_lying_metadata_fail_before_anything_is_allocated():
@@ -249,3 +293,16 @@ def test_not_parquet_and_empty_objects_get_422():
         with pytest.raises(SelectError) as info:
             run(body)
         assert info.value.status == 422 and "parquet_select cannot read" in str(info.value)
+
+
+@pytest.mark.parametrize("reads", [[[0, [[0, 10]]]], [[0, [[4, 1 << 40]]]], [[0, "x"]]])
+def test_a_plan_out_of_bounds_or_out_of_protocol_is_refused(reads):
+    selection = get_filter("parquet_select").selection({"output": "arrow"}, CONTEXT)
+    schema = base64.b64encode(pa.schema([("a", pa.int64())]).serialize().to_pybytes())
+
+    def planner(job):  # as a child subverted by the file it parsed might answer
+        return {"reads": reads, "output": ["a"], "read": ["a"], "schema": schema.decode()}
+
+    footer = SMALL[-(int.from_bytes(SMALL[-8:-4], "little") + 8):]
+    with pytest.raises(FilterError, match="plan reads outside|broke its protocol"):
+        selection.plan(footer, len(SMALL), 0, None, DEFAULT_LIMITS, planner)
