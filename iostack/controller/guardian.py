@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -47,6 +46,7 @@ import redis
 from iostack.controller.convergence import forget_gone, worker_reports
 from iostack.policy.changes import announce
 from iostack.policy.redis_keys import KeySpace, glob_escape
+from iostack.policy.snapshot import replace_durably
 
 LOG = logging.getLogger(__name__)
 JOURNAL_FILE = "policy-store.json"
@@ -125,13 +125,7 @@ class StoreGuardian:
                     "version": _s(version), "highest": self.highest,
                     "keys": {n: {"type": kinds[n], "value": v} for n, v in data.items()}}
         self.journal.parent.mkdir(parents=True, exist_ok=True)
-        partial = self.journal.with_suffix(".tmp")
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(document, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(partial, self.journal)
+        replace_durably(self.journal, document)
         self._journaled_version = _s(version)
         return True
 
