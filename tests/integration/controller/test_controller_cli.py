@@ -72,7 +72,7 @@ def test_registry_verbs(cli, api, tmp_path):
     code.write_text("class Rot13:\n    pass\n")
     assert cli("filter", "register", str(meta), "--code", str(code)).returncode == 0
     listed = cli("filter", "list")
-    assert any(line.split()[:4] == ["rot13", "GET", "proxy", "storlet"]
+    assert any(line.split()[:5] == ["rot13", "object", "GET", "proxy", "storlet"]
                for line in listed.stdout.splitlines())
     assert cli("metric", "add", "ERRORS_SEC", "--kind", "number").returncode == 0
     assert cli("group", "set", "silver", "t1", "t2").returncode == 0
