@@ -204,8 +204,11 @@ class Policies:
         target = status["version"]
 
         def behind() -> list[str]:
+            # Every test proxy runs on this machine: a worker whose process is gone (a
+            # stack another test stopped) is not behind, whatever it last reported.
             return [f"{w['proxy']}/{w['pid']}" for w in status["workers"]
-                    if not w["silent"] and (w["version"] or 0) < target]
+                    if not w["silent"] and (w["version"] or 0) < target
+                    and Path(f"/proc/{w['pid']}").exists()]
 
         deadline = time.monotonic() + timeout
         while behind():

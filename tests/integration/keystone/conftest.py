@@ -9,6 +9,7 @@ controller, so the revocation test waits seconds, not the default five minutes.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -20,12 +21,14 @@ from iostack.aio.keystone import default_venv
 from iostack.aio.session import StackStartError, started_stack
 from iostack.controller.client import ControllerClient
 from iostack.endpoints import default_state_dir
-from tests.conftest import admin_of
+from tests.conftest import TEST_STATE_DIR, admin_of
 
 
 @pytest.fixture(scope="session")
-def keystone_stack(tmp_path_factory, shared_services) -> Iterator[dict[str, Any]]:
-    state_dir = tmp_path_factory.mktemp("keystone") / "aio"
+def keystone_stack(shared_services) -> Iterator[dict[str, Any]]:
+    # Under the tests' state dir, as the session's stack: the sandbox user must be able to
+    # enter the storlet directories (pytest's tmp dirs are 0700).
+    state_dir = TEST_STATE_DIR / f"keystone-{os.getpid()}" / "aio"
     args = ["--auth", "keystone", "--keystone-venv", str(default_venv(default_state_dir())),
             "--token-cache-seconds", str(TOKEN_CACHE_SECONDS),
             *shared_services.stack_args(f"test-ks-{uuid.uuid4().hex[:8]}")]

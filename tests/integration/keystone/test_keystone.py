@@ -176,7 +176,17 @@ def test_the_console_logs_in_with_a_keystone_token(keystone_stack):
     assert page.status_code == 200 and t1["account"] in page.text
 
 
-def test_policies_hold_for_keystone_tenants(keystone_stack, ks_admin):
+@pytest.fixture
+def keystone_hashing(keystone_stack):
+    """Swift hashes object paths with the Keystone stack's swift.conf while a test reads
+    its devices; the session's stack's settings come back after (later tests read theirs)."""
+    saved = utils.SWIFT_CONF_FILE, utils.HASH_PATH_PREFIX, utils.HASH_PATH_SUFFIX
+    utils.set_swift_dir(keystone_stack["swift_dir"])
+    yield
+    utils.SWIFT_CONF_FILE, utils.HASH_PATH_PREFIX, utils.HASH_PATH_SUFFIX = saved
+
+
+def test_policies_hold_for_keystone_tenants(keystone_stack, ks_admin, keystone_hashing):
     """Named by project name (t1) or id: compression + encryption round trip through Swift
     and an S3 multipart upload, stored encoded."""
     t1 = keystone_stack["tenants"]["t1"]
@@ -192,7 +202,6 @@ def test_policies_hold_for_keystone_tenants(keystone_stack, ks_admin):
     assert {t["name"] for p in added for t in p["targets"]} == {
         f"{t1['account']}/enc", f"{t1['account']}/{bucket}"}
     time.sleep(0.5)  # the proxies' invalidation
-    utils.set_swift_dir(keystone_stack["swift_dir"])
     ring = Ring(keystone_stack["swift_dir"], ring_name="object")
 
     body = logs(300_000)
