@@ -64,6 +64,7 @@ class StoreGuardian:
         # The highest version ever committed, as far as this controller knows: the
         # journal's, and every version the store showed since.
         self.highest = self._journal_highest()
+        self._journal_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="iostack-guardian", daemon=True)
 
@@ -96,6 +97,21 @@ class StoreGuardian:
             return 0
 
     def write_journal(self) -> bool:
+        """Journal the store as it is now; False when it is unmarked or changed meanwhile.
+
+        Called by the guardian's thread and, after each change, by the controller."""
+        with self._journal_lock:
+            return self._write_journal()
+
+    def journal_committed(self) -> None:
+        """After a committed change: journal it now, not at the next tick (a store lost
+        within that tick would be restored without the change, silently dropping it)."""
+        try:
+            self.write_journal()
+        except redis.RedisError as exc:  # the change is committed; the thread retries
+            LOG.warning("guardian: journal not written after a change: %s", exc)
+
+    def _write_journal(self) -> bool:
         names = list(self.redis.scan_iter(match=glob_escape(self.keys.prefix) + "*", count=500))
         with self.redis.pipeline(transaction=True) as pipe:
             pipe.get(self.keys.marker)

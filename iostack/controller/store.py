@@ -65,6 +65,9 @@ class PolicyStore:
         self.registries = registries
         self._reader = PolicyReader(prefix=keys.prefix, live=True, client=client)
         self.history = PolicyHistory(client, keys)
+        # Called after each committed change (the server journals the store there, so a
+        # store lost right after a change is restored with it, not without it).
+        self.after_commit: Callable[[], object] = lambda: None
 
     # -- submission -------------------------------------------------------------
 
@@ -108,6 +111,7 @@ class PolicyStore:
                         getattr(pipe, command)(*args)
                     announce(pipe, self.keys)
                     pipe.execute()
+                    self.after_commit()
                     return result
                 except redis.WatchError:
                     continue
@@ -316,7 +320,10 @@ class PolicyStore:
             announce(pipe, self.keys)
             return True
 
-        return self.redis.transaction(switch, self.keys.version, value_from_callable=True)
+        switched = self.redis.transaction(switch, self.keys.version, value_from_callable=True)
+        if switched:
+            self.after_commit()
+        return switched
 
     def _count_writes(self, counts: dict[str, int]) -> list:
         return [("hset", (self.keys.objrules, container, left)) if left > 0

@@ -30,6 +30,7 @@ from swift_confs import pipeline, read_conf, set_pipeline, write_conf
 from iostack.controller.client import ControllerClient, ControllerError
 from iostack.doctor.cli import diagnose
 from iostack.doctor.pipelines import find_configs
+from iostack.storlet_runtime.packaging import PIN_PREFIX
 from tests.conftest import read_stored
 
 pytestmark = pytest.mark.integration
@@ -282,4 +283,6 @@ def test_a_tenant_filter_is_uploaded_to_a_keystone_project(keystone_stack):
         env={**os.environ, "IOSTACK_STATE_DIR": keystone_stack["state_dir"]})
     assert done.returncode == 0, done.stderr
     t1 = swift_v3(keystone_stack["tenants"]["t1"])
-    assert t1.head_object("storlet", f"iostack_{name}.py")["content-length"] != "0"
+    # Uploaded code is stored under its pinned, content-addressed name.
+    pinned = [o for o in t1.get_container("storlet")[1] if o["name"].startswith(PIN_PREFIX)]
+    assert pinned and all(o["bytes"] > 0 for o in pinned)

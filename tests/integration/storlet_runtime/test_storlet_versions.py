@@ -25,11 +25,15 @@ def _meta(aio, name: str) -> dict:
 
 
 def test_objects_decode_with_their_version_after_a_new_upload_a_refused_rm_and_tenant_deletes(
-        aio, iostack, swift_for, policies, stored):
+        aio, iostack, swift_for, policies, stored, tmp_path):
     name = f"tver{uuid.uuid4().hex[:6]}"
 
     def upload(module: str, cls: str) -> str:
-        done = iostack("filter", "upload", str(HERE / f"{module}.py"), "--name", name,
+        # Versions are the code's hash, shared by every filter uploading the same code:
+        # a line of this run's own makes the objects counted here this test's only.
+        source = tmp_path / f"{module}.py"
+        source.write_text((HERE / f"{module}.py").read_text() + f"# {name}\n")
+        done = iostack("filter", "upload", str(source), "--name", name,
                        "--main", f"{module}.{cls}", "--tenant", "t1")
         assert done.returncode == 0, done.stderr
         return _meta(aio, name)["extra"]["code_sha256"]

@@ -160,10 +160,11 @@ def _answers(conn) -> bool:
 
 def _writes(conn, container: str, prefix: str, body: bytes, seconds: float,
             until=lambda: False) -> Iterator[tuple[str, int, str]]:
-    """PUT objects for ``seconds`` (or until ``until()``): (name, status, message) of each."""
+    """PUT objects for ``seconds`` (or until ``until()``, after one write at least: the
+    guardian may restore the store before the first): (name, status, message) of each."""
     deadline = time.monotonic() + seconds
     n = 0
-    while time.monotonic() < deadline and not until():
+    while n == 0 or (time.monotonic() < deadline and not until()):
         n += 1
         name = f"{prefix}-{n}"
         yield (name, *_put_status(conn, container, name, body))

@@ -122,3 +122,17 @@ def test_a_restored_store_is_above_every_version_a_node_may_hold(
         assert reader.wait_version(held + 1, 3)
     finally:
         reader.close()
+
+
+def test_a_change_is_journaled_when_committed_so_a_store_lost_at_once_keeps_it(
+        store, redis_client, keys, tmp_path):
+    guardian = StoreGuardian(redis_client, keys, tmp_path / "journal.json")
+    store.submit("FOR CONTAINER t1/other DO SET noop")
+    assert guardian.tick() == "journaled"
+    store.after_commit = guardian.journal_committed  # as the controller wires it
+    store.submit("FOR CONTAINER t1/secure DO SET encryption")
+    for key in redis_client.scan_iter(keys.prefix + "*"):  # lost before the next tick
+        redis_client.delete(key)
+    assert guardian.tick() == "restored"
+    after = store.explain("PUT", "/v1/AUTH_t1/secure/o")[1].pipeline
+    assert [e.filter for e in after] == ["encryption"]
