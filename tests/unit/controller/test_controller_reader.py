@@ -8,12 +8,14 @@ restart with the store down.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import socket
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import redis
@@ -179,13 +181,19 @@ def test_a_restarted_node_enforces_its_persisted_copy_with_the_store_down(
         restarted.close()
 
 
-def test_a_tampered_or_foreign_copy_is_not_used(store, keys, shared_redis_url, tmp_path):
+def encryption_copy_on_disk(store, keys, redis_url: str, tmp_path) -> Path:
+    """A node's copy on disk holding t1's encryption rule, its reader closed."""
     path = tmp_path / "policy.json"
-    reader = PolicyReader(shared_redis_url, prefix=keys.prefix, snapshot=path)
+    reader = PolicyReader(redis_url, prefix=keys.prefix, snapshot=path)
     store.submit("FOR TENANT t1 DO SET encryption")
     assert reader.wait_version(int(store.redis.get(keys.version)))
     assert wait_until(lambda: saved_version(path, keys) == reader.version)
     reader.close()
+    return path
+
+
+def test_a_tampered_or_foreign_copy_is_not_used(store, keys, shared_redis_url, tmp_path):
+    path = encryption_copy_on_disk(store, keys, shared_redis_url, tmp_path)
     document = json.loads(path.read_text())
     del document["state"]["rules"]["tenant:AUTH_t1"]  # the encryption rule removed, checksum kept
     path.write_text(json.dumps(document))
@@ -225,18 +233,18 @@ def hung_store() -> tuple[socket.socket, str]:
     server.bind(("127.0.0.1", 0))
     server.listen(16)
     held = []
-    threading.Thread(target=lambda: [held.append(server.accept()) for _ in range(16)],
-                     daemon=True).start()
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):  # the test closes the server when done
+            for _ in range(16):
+                held.append(server.accept())
+
+    threading.Thread(target=accept, daemon=True).start()
     return server, f"redis://:pw@127.0.0.1:{server.getsockname()[1]}/0"
 
 
 def test_a_hung_store_never_stalls_a_lookup(store, keys, shared_redis_url, tmp_path):
-    path = tmp_path / "policy.json"
-    first = PolicyReader(shared_redis_url, prefix=keys.prefix, snapshot=path)
-    store.submit("FOR TENANT t1 DO SET encryption")
-    assert first.wait_version(int(store.redis.get(keys.version)))
-    assert wait_until(lambda: saved_version(path, keys) == first.version)
-    first.close()
+    path = encryption_copy_on_disk(store, keys, shared_redis_url, tmp_path)
     server, url = hung_store()
     reader = PolicyReader(url, prefix=keys.prefix, snapshot=path, poll_interval=0.05)
     try:
