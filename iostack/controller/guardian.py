@@ -6,8 +6,9 @@ Redis, one restarted without persistence, or one rolled back to an older
 state (an old backup, an AOF ``everysec`` loss) stops policy changes from
 reaching them. The controller makes such a store whole again:
 
-- **Journal.** Whenever the store's ``version`` moved (every change bumps
-  it) and the marker is there, every key of the namespace is read in one
+- **Journal.** As each policy change commits (``journal_committed``, the
+  store's ``after_commit``), and on the thread's ticks whenever the store's
+  ``version`` moved (registry changes too) and the marker is there, every key of the namespace is read in one
   transaction and written to ``<state_dir>/policy-store.json`` (0600,
   fsynced, replaced atomically). Keys with a time to live (transient state)
   are left out. Values stay JSON strings as stored; nothing is evaluated.
