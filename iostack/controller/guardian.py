@@ -10,8 +10,9 @@ reaching them. The controller makes such a store whole again:
   store's ``after_commit``), and on the thread's ticks whenever the store's
   ``version`` moved (registry changes too) and the marker is there, every
   key of the namespace is read in one transaction and written to
-  ``<state_dir>/policy-store.json`` (0600, fsynced, replaced atomically). Keys with a time to live (transient state)
-  are left out. Values stay JSON strings as stored; nothing is evaluated.
+  ``<state_dir>/policy-store.json`` (0600, fsynced, replaced atomically).
+  Keys with a time to live (transient state) are left out. Values stay
+  JSON strings as stored; nothing is evaluated.
   The journal also records ``highest``, the highest version this
   controller ever saw committed, in the store or enforced by a proxy worker
   (``iostack.controller.convergence``).
