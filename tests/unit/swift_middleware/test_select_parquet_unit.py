@@ -207,6 +207,9 @@ def fuzz_case(body: bytes, **params) -> None:
     except SelectError as exc:
         assert exc.status == 422 and PATH in str(exc)
         return
+    except ParamError as exc:  # a flip renamed the column the predicate names: 400
+        assert "no column" in str(exc)
+        return
     except FilterError as exc:  # a row group after the first, mid-answer
         assert "row group" in str(exc)
         return
