@@ -338,7 +338,8 @@ def reconcile_start(ctx: Context, args) -> Any:
                                 stderr=out, env=env, start_new_session=True)
     deadline = time.monotonic() + 60
     while (_status(path) or {}).get("pid") != proc.pid:
-        if proc.poll() is not None:
+        # A small target can finish between two looks: its record decides, not its exit.
+        if proc.poll() is not None and (_status(path) or {}).get("pid") != proc.pid:
             raise Refused(f"the reconcile daemon exited at once (status {proc.returncode}); "
                           f"see {log}")
         if time.monotonic() > deadline:

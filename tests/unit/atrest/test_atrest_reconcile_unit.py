@@ -66,3 +66,33 @@ def test_progress_survives_a_restart_and_gives_an_eta(tmp_path):
     data = again.to_json()
     assert data["objects_per_second"] == 3.0 and data["eta_seconds"] == 20.0
     assert load_state(tmp_path / "none.json") is None
+
+
+def test_start_accepts_a_daemon_that_finished_between_two_looks(tmp_path, monkeypatch):
+    """A small target's pass can end before ``start`` first sees its record."""
+    import argparse
+    import types
+
+    from iostack.atrest import cli
+
+    target = Target.parse("AUTH_t1/small")
+    path = state_path(tmp_path, target)
+
+    class FinishedDaemon:
+        pid = 4242
+
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def poll(self):  # the pass completes, records itself and exits, all at once
+            save_state(path, ReconcileState(target=str(target), state="done", pid=self.pid))
+            return 0
+
+    monkeypatch.setattr(cli.subprocess, "Popen", FinishedDaemon)
+    ctx = types.SimpleNamespace(swift_dir=tmp_path,
+                                client=types.SimpleNamespace(url="http://127.0.0.1:1", token=""))
+    args = argparse.Namespace(target=str(target), state_dir=str(tmp_path), duty=1.0,
+                              objects_per_second=None, bytes_per_second=None, now=None,
+                              wait=True, json=True)
+    final = cli.reconcile_start(ctx, args)
+    assert final["state"] == "done" and final["pid"] == 4242
