@@ -276,12 +276,13 @@ class Policies:
 
 def start_proxy(info: dict, manager: ProcessManager, name: str, iostack: bool = True,
                 cache: dict | None = None, metrics: bool | None = None,
-                workers: int | None = None) -> int:
+                workers: int | None = None, options: dict[str, str] | None = None) -> int:
     """A proxy like the all-in-one's, with or without ``iostack`` and the cache (its config).
 
     ``metrics`` keeps the metric middleware; by default it goes with ``iostack``, so a
     proxy without ``iostack`` is plain Swift. Its copy of the policies is a file of its
-    own; ``workers`` replaces the all-in-one's worker count.
+    own; ``workers`` replaces the all-in-one's worker count; ``options`` are set in
+    ``[filter:iostack]``.
     """
     swift_dir = Path(info["swift_dir"])
     conf = ConfigParser(interpolation=None)
@@ -305,6 +306,8 @@ def start_proxy(info: dict, manager: ProcessManager, name: str, iostack: bool = 
             conf[section]["policy_snapshot"] = str(swift_dir / f"{name}-policy.json")
     if workers is not None:
         conf["DEFAULT"]["workers"] = str(workers)
+    if options:
+        conf["filter:iostack"].update(options)
     port = free_port()
     conf["DEFAULT"]["bind_port"] = str(port)
     path = swift_dir / f"{name}.conf"

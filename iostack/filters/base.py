@@ -21,8 +21,9 @@ whole records (``iostack.filters.records``); what it returns is sent instead
 of the object. Nothing is stored: these filters shape answers, not objects.
 
 Filters do their CPU work in C libraries that release the GIL (zlib,
-zstandard, OpenSSL through ``cryptography``), so the middleware can run
-``encode``/``read`` iterations in a thread pool.
+zstandard, OpenSSL through ``cryptography``): ``context.offload``
+(``iostack.filters.offload``) runs it in native threads, in batches, when
+the data path serves from an eventlet hub.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from iostack.filters.errors import FilterError, IntegrityError, ParamError
 from iostack.filters.metadata import FilterMetadata, Param
+from iostack.filters.offload import INLINE, Offload
 
 
 @runtime_checkable
@@ -98,6 +100,7 @@ class FilterContext:
     container: str = ""
     obj: str = ""
     keys: KeyProvider | None = None
+    offload: Offload = INLINE  # where CPU-heavy batches run (the middleware's setting)
 
     @property
     def path(self) -> str:

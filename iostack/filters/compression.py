@@ -224,34 +224,46 @@ class CompressionEncoder:
         codec = _CODECS[params["algorithm"]]
         self._codec = codec(params["level"] or codec.default_level)
         self._frame_size = params["frame_size"]
+        self._offload = context.offload
         self._entries: list[tuple[int, int, int]] = []
         self._length = 0
+        self._raw_streak = 0
         self._gave_up_at: int | None = None
         self._trailer_length: int | None = None
+        self._compressing = False
 
     def encode(self, chunks: Iterable[bytes]) -> Iterator[bytes]:
         try:
-            yield from self._encode(chunks)
+            yield from self._offload.map(self._store, reframe(chunks, self._frame_size), len)
+            trailer = self._trailer()
+            self._trailer_length = len(trailer)
+            yield trailer
         finally:  # also when the upload is abandoned
-            self._codec.release()
+            # ...but not while a thread still compresses with the codec (a timeout
+            # abandoned the request mid-batch): another request must not share it.
+            if not self._compressing:
+                self._codec.release()
 
-    def _encode(self, chunks: Iterable[bytes]) -> Iterator[bytes]:
-        raw_streak = 0
-        for frame in reframe(chunks, self._frame_size):
-            self._length += len(frame)
-            stored = None if self._gave_up_at is not None else self._compress(frame)
-            if stored is None:
-                stored, kind = frame, KIND_RAW
-                raw_streak += 1
-                if self._gave_up_at is None and raw_streak >= GIVE_UP_AFTER:
-                    self._gave_up_at = len(self._entries) + 1
-            else:
-                kind, raw_streak = KIND_COMPRESSED, 0
-            self._entries.append((len(stored), kind, zlib.crc32(stored)))
-            yield stored
-        trailer = self._trailer()
-        self._trailer_length = len(trailer)
-        yield trailer
+    def _store(self, frames: list[bytes]) -> list[bytes]:
+        """``frames`` as stored, compressed or raw, with their index entries recorded."""
+        self._compressing = True
+        try:
+            return [self._store_one(frame) for frame in frames]
+        finally:
+            self._compressing = False
+
+    def _store_one(self, frame: bytes) -> bytes:
+        self._length += len(frame)
+        stored = None if self._gave_up_at is not None else self._compress(frame)
+        if stored is None:
+            stored, kind = frame, KIND_RAW
+            self._raw_streak += 1
+            if self._gave_up_at is None and self._raw_streak >= GIVE_UP_AFTER:
+                self._gave_up_at = len(self._entries) + 1
+        else:
+            kind, self._raw_streak = KIND_COMPRESSED, 0
+        self._entries.append((len(stored), kind, zlib.crc32(stored)))
+        return stored
 
     def _compress(self, frame: bytes) -> bytes | None:
         if len(frame) > 2 * PROBE_BYTES:
@@ -316,18 +328,24 @@ class CompressionView(RangedSource):
             raise IntegrityError(f"{self._path}: compression sysmeta does not fit the object")
         self._inline_index = sysmeta.get("index")
         self._index: _Index | None = None
+        self._offload = context.offload
 
     def _read(self, start: int, end: int) -> Iterator[bytes]:
         index = self._load_index()
         first, last = start // self._frame_size, (end - 1) // self._frame_size
         stored = self._lower.read(index.offsets[first], index.offsets[last + 1])
         sizes = (entry[0] for entry in index.entries[first : last + 1])
-        for number, blob in enumerate(split_exact(stored, sizes), start=first):
-            data = self._decode(number, blob, index.entries[number])
+        blobs = enumerate(split_exact(stored, sizes), start=first)
+        # Batches weigh what they decode to: 1 MiB of stored frames may be far more.
+        decoded = self._offload.map(self._decode_all, blobs, lambda _: self._frame_size)
+        for number, data in enumerate(decoded, start=first):
             yield clip(data, number * self._frame_size, start, end)
 
-    def _decode(self, number: int, blob: bytes, entry: tuple[int, int, int]) -> bytes:
-        _, kind, crc = entry
+    def _decode_all(self, blobs: list[tuple[int, bytes]]) -> list[bytes]:
+        return [self._decode(number, blob) for number, blob in blobs]
+
+    def _decode(self, number: int, blob: bytes) -> bytes:
+        _, kind, crc = self._load_index().entries[number]
         size = min(self._frame_size, self._length - number * self._frame_size)
         if zlib.crc32(blob) != crc:
             raise IntegrityError(f"{self._path}: compressed frame {number} fails its CRC")

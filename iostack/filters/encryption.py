@@ -99,19 +99,29 @@ class EncryptionEncoder:
         self._frame_size = params["frame_size"]
         self._salt = os.urandom(SALT_BYTES)
         self._cipher = _FrameCipher(context, self._salt, self._frame_size)
+        self._offload = context.offload
         self._length: int | None = None
 
     def encode(self, chunks: Iterable[bytes]) -> Iterator[bytes]:
+        frames = self._numbered(reframe(chunks, self._frame_size))
+        yield from self._offload.map(self._seal_all, frames, lambda frame: len(frame[1]))
+
+    def _numbered(self, frames: Iterable[bytes]) -> Iterator[tuple[int, bytes, bool]]:
+        """(number, frame, last): holds one frame back to know which one is last;
+        an empty body is one empty last frame."""
         length = number = 0
         pending = b""
-        for frame_number, frame in enumerate(reframe(chunks, self._frame_size)):
-            if frame_number:
-                yield self._cipher.seal(number, pending, last=False)
+        for frame in frames:
+            if length:
+                yield number, pending, False
                 number += 1
             pending = frame
             length += len(frame)
-        yield self._cipher.seal(number, pending, last=True)
+        yield number, pending, True
         self._length = length
+
+    def _seal_all(self, frames: list[tuple[int, bytes, bool]]) -> list[bytes]:
+        return [self._cipher.seal(*frame) for frame in frames]
 
     def sysmeta(self) -> dict[str, str]:
         if self._length is None:
@@ -146,6 +156,7 @@ class EncryptionView(RangedSource):
         if len(salt) != SALT_BYTES or self._frame_size == 0:
             raise IntegrityError(f"{self._path}: encryption sysmeta is damaged")
         self._cipher = _FrameCipher(context, salt, self._frame_size)
+        self._offload = context.offload
         self._block = self._frame_size + TAG_BYTES
         self._frames = max(1, -(-lower.length // self._block))
         self._length = lower.length - TAG_BYTES * self._frames
@@ -160,15 +171,22 @@ class EncryptionView(RangedSource):
         stored_end = min((last + 1) * self._block, self._lower.length)
         stored = self._lower.read(first * self._block, stored_end)
         sizes = [self._block] * (last - first) + [stored_end - last * self._block]
-        for number, blob in enumerate(split_exact(stored, sizes), start=first):
-            try:
-                data = self._cipher.open(number, blob, last=number == self._frames - 1)
-            except InvalidTag:
-                raise IntegrityError(
-                    f"{self._path}: encrypted frame {number} fails authentication (tampered, "
-                    f"truncated, reordered, another object's data or another tenant's key)"
-                ) from None
+        blobs = enumerate(split_exact(stored, sizes), start=first)
+        opened = self._offload.map(self._open_all, blobs, lambda blob: len(blob[1]))
+        for number, data in enumerate(opened, start=first):
             yield clip(data, number * self._frame_size, start, end)
+
+    def _open_all(self, blobs: list[tuple[int, bytes]]) -> list[bytes]:
+        return [self._open(number, blob) for number, blob in blobs]
+
+    def _open(self, number: int, blob: bytes) -> bytes:
+        try:
+            return self._cipher.open(number, blob, last=number == self._frames - 1)
+        except InvalidTag:
+            raise IntegrityError(
+                f"{self._path}: encrypted frame {number} fails authentication (tampered, "
+                f"truncated, reordered, another object's data or another tenant's key)"
+            ) from None
 
 
 SPEC = FilterSpec(METADATA, make_encoder=EncryptionEncoder, make_view=EncryptionView)

@@ -16,6 +16,7 @@ Configuration (``[filter:iostack]`` in object-server.conf)::
     use = egg:iostack#iostack_object
     key_file = ...   # only for filters that need keys ON OBJECT; the built-in
                      # encryption runs on proxies only, so none is needed
+    filter_threads = true   # compress off the event loop (iostack.filters.offload)
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from swift.obj.server import iter_mime_headers_and_bodies
 from iostack.filters.base import FilterContext, KeyProvider
 from iostack.filters.errors import FilterError
 from iostack.filters.library import get_filter
+from iostack.filters.offload import offload_from_conf
 from iostack.filters.tenant_keys import KeyFileProvider
 from iostack.swift_middleware.enforce.decode import decoded_response, is_filtered
 from iostack.swift_middleware.enforce.encode import READ_CHUNK, EncodingInput
@@ -190,6 +192,7 @@ class IOStackObjectMiddleware:
         self.logger = get_logger(conf, log_route="iostack_object")
         self.keys: KeyProvider | None = (
             KeyFileProvider(conf["key_file"]) if conf.get("key_file") else None)
+        self.offload = offload_from_conf(conf)
 
     @wsgify
     def __call__(self, req: Request):
@@ -197,7 +200,8 @@ class IOStackObjectMiddleware:
             _dev, _part, account, container, obj = split_path(req.path, 5, 5, True)
         except ValueError:
             return self.app
-        context = FilterContext(account=account, container=container, obj=obj, keys=self.keys)
+        context = FilterContext(account=account, container=container, obj=obj, keys=self.keys,
+                                offload=self.offload)
         if req.method in ("GET", "HEAD"):
             if req.headers.get(RAW_HEADER, "").lower() in ("true", "yes", "1"):
                 return self.app  # the bytes as stored (tools on the storage network)

@@ -21,6 +21,7 @@ Configuration (``[filter:iostack]`` in proxy-server.conf)::
     policy_snapshot = /var/lib/iostack/policy-<digest>.json  # the node's copy of the policies
     policy_poll_interval = 1               # seconds between checks of the store's version
     sandboxed_decode_stage = object        # or proxy: where GETs undo sandboxed filters
+    filter_threads = true                  # compress/encrypt off the event loop (filters.offload)
 
 Stages: filters staged ``ON PROXY`` (the default) run here; those staged
 ``ON OBJECT`` are checked here and handed to the object servers' middleware
@@ -57,6 +58,7 @@ from iostack.filters.base import FilterContext, KeyProvider
 from iostack.filters.errors import FilterError
 from iostack.filters.library import get_filter
 from iostack.filters.metadata import FilterMetadata
+from iostack.filters.offload import offload_from_conf
 from iostack.filters.tenant_keys import KeyFileProvider
 from iostack.policy.reader import PolicyReader, PolicyStoreUnavailable
 from iostack.policy.resolve import PipelineEntry
@@ -118,6 +120,7 @@ class IOStackProxyMiddleware:
                              f"not {self.sandboxed_decode_stage!r}")
         self.keys: KeyProvider | None = (
             KeyFileProvider(conf["key_file"]) if conf.get("key_file") else None)
+        self.offload = offload_from_conf(conf)
 
     @property
     def reader(self) -> PolicyReader:
@@ -141,7 +144,8 @@ class IOStackProxyMiddleware:
         refused = pin_write_refused(req, container, obj)
         if refused is not None:
             return refused
-        context = FilterContext(account=account, container=container, obj=obj, keys=self.keys)
+        context = FilterContext(account=account, container=container, obj=obj, keys=self.keys,
+                                offload=self.offload)
         if req.method in ("GET", "HEAD"):
             return self.handle_read(req, context)
         view = view_for(req.environ, self.app)
