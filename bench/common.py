@@ -8,6 +8,7 @@ are repeated and reported as medians, because the machine is shared and noisy.
 
 from __future__ import annotations
 
+import base64
 import http.client
 import os
 import random
@@ -276,13 +277,16 @@ class Policies:
 
 def start_proxy(info: dict, manager: ProcessManager, name: str, iostack: bool = True,
                 cache: dict | None = None, metrics: bool | None = None,
-                workers: int | None = None, options: dict[str, str] | None = None) -> int:
+                workers: int | None = None, options: dict[str, str] | None = None,
+                swift_crypto: bool = False) -> int:
     """A proxy like the all-in-one's, with or without ``iostack`` and the cache (its config).
 
     ``metrics`` keeps the metric middleware; by default it goes with ``iostack``, so a
     proxy without ``iostack`` is plain Swift. Its copy of the policies is a file of its
     own; ``workers`` replaces the all-in-one's worker count; ``options`` are set in
-    ``[filter:iostack]``.
+    ``[filter:iostack]``. ``swift_crypto`` adds Swift's own at-rest encryption
+    (``keymaster`` + ``encryption``, where Swift's docs place them: right before
+    ``proxy-logging proxy-server``) with a root secret of its own.
     """
     swift_dir = Path(info["swift_dir"])
     conf = ConfigParser(interpolation=None)
@@ -300,6 +304,13 @@ def start_proxy(info: dict, manager: ProcessManager, name: str, iostack: bool = 
             # The same Redis and key prefix as the policy middleware.
             "redis_url": conf["filter:iostack"]["redis_url"],
             "key_prefix": conf["filter:iostack"]["key_prefix"]}
+    if swift_crypto:
+        at = len(pipeline) - 2  # before the closing "proxy-logging proxy-server"
+        pipeline[at:at] = ["keymaster", "encryption"]
+        conf["filter:keymaster"] = {
+            "use": "egg:swift#keymaster",
+            "encryption_root_secret": base64.b64encode(os.urandom(32)).decode("ascii")}
+        conf["filter:encryption"] = {"use": "egg:swift#encryption"}
     conf["pipeline:main"]["pipeline"] = " ".join(pipeline)
     for section in conf.sections():
         if "policy_snapshot" in conf[section]:

@@ -9,6 +9,9 @@ repetition so that noise hits them alike:
 - ``plain``      a second proxy on the same servers without the IOStack middleware
 - ``no-policy``  the IOStack proxy, no policy matches
 - ``noop``, ``gzip``, ``zstd``, ``encryption``   policies on the container
+- ``swift-crypto``  a third proxy, plain Swift with Swift's own at-rest
+  encryption (``keymaster`` + ``encryption``): what IOStack's ENCRYPTION
+  competes with
 
 on three bodies (``bench/common.py``): ``redundant`` log-like text (templated
 lines, a few values per field: the issue's "highly redundant" data), realistic
@@ -56,14 +59,17 @@ CONFIGS = {
     "gzip": "SET COMPRESSION WITH algorithm=gzip",
     "zstd": "SET COMPRESSION WITH algorithm=zstd",
     "encryption": "SET ENCRYPTION",
+    "swift-crypto": None,
 }
 PLAIN_PROXY = "bench-plain-proxy"
+CRYPTO_PROXY = "bench-swift-crypto-proxy"
+PROXY_OF = {"plain": PLAIN_PROXY, "swift-crypto": CRYPTO_PROXY}  # the others: the aio's
 
 
 def server_pgids(info: dict) -> dict[str, int]:
     manager = ProcessManager(Path(info["state_dir"]))
     pgids = {}
-    for name in ("proxy", PLAIN_PROXY, "object", "container", "account"):
+    for name in ("proxy", PLAIN_PROXY, CRYPTO_PROXY, "object", "container", "account"):
         proc = manager.find(name)
         if proc:
             pgids[name] = proc.pid
@@ -102,9 +108,12 @@ def main() -> None:
         storage_url, token = auth(info, "t1")
         account = storage_url.rsplit("/", 1)[1]
         manager = ProcessManager(Path(info["state_dir"]))
-        plain_port = start_proxy(info, manager, PLAIN_PROXY, iostack=False)
         parts = urlsplit(storage_url)
-        plain_url = parts._replace(netloc=f"{parts.hostname}:{plain_port}").geturl()
+        urls = {name: storage_url for name in CONFIGS}
+        for name, proxy in PROXY_OF.items():
+            port = start_proxy(info, manager, proxy, iostack=False,
+                               swift_crypto=name == "swift-crypto")
+            urls[name] = parts._replace(netloc=f"{parts.hostname}:{port}").geturl()
         policies = Policies(info)
         run_id = uuid.uuid4().hex[:6]
         containers = {name: f"bench-dp-{run_id}-{name}" for name in CONFIGS}
@@ -123,9 +132,8 @@ def main() -> None:
                     prefix = f"{kind}-{size}"
                     for op in ("PUT", "GET"):
                         for clients in client_counts:
-                            rows.append(measure(args, info, storage_url, plain_url, token,
-                                                containers, pgids, kind, size, op, clients,
-                                                body, prefix, account))
+                            rows.append(measure(args, urls, token, containers, pgids, kind,
+                                                size, op, clients, body, prefix))
             print()
             print(f"IOStack data path vs plain Swift (median of {args.repeat} alternating runs "
                   f"of {args.seconds:g}s; ratio = throughput / plain in the same run)")
@@ -153,19 +161,19 @@ def main() -> None:
             print_table(("request", "lookups"), list(counts.items()))
         finally:
             policies.remove_all()
-            manager.stop(PLAIN_PROXY)
+            for proxy in PROXY_OF.values():
+                manager.stop(proxy)
 
 
-def measure(args, info, storage_url, plain_url, token, containers, pgids, kind, size, op,
-            clients, body, prefix, account):
+def measure(args, urls, token, containers, pgids, kind, size, op, clients, body, prefix):
     ratios: dict[str, list[float]] = {c: [] for c in CONFIGS}
     cpu: dict[str, list[float]] = {c: [] for c in CONFIGS}
     plain_mb: list[float] = []
     for _ in range(args.repeat):
         results = {}
         for name, container in containers.items():
-            url = plain_url if name == "plain" else storage_url
-            proxy = PLAIN_PROXY if name == "plain" else "proxy"
+            url = urls[name]
+            proxy = PROXY_OF.get(name, "proxy")
             groups = {pgids[proxy], pgids["object"], pgids["container"], pgids["account"]}
             op_fn = put_get_ops(container, prefix, body)[op]
             before = group_cpu_seconds(groups)
