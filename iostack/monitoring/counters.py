@@ -107,7 +107,9 @@ class Window:
     def started(self, key: Key) -> bool:
         """Count a request as in progress; False (and nothing counted) over the cap."""
         with self._lock:
+            # The union is built only near the cap: at every request it cost O(targets).
             if (key not in self._active and key not in self._counts
+                    and len(self._counts) + len(self._active) >= self.max_targets
                     and len(self._counts.keys() | self._active.keys()) >= self.max_targets):
                 self.untracked += 1
                 return False

@@ -92,6 +92,33 @@ class Reporter:
         }, items=max(1, len(samples)))
 
 
+class ByteTally:
+    """Body bytes of one request, handed to the window ``FLUSH_BYTES`` at a time.
+
+    A body moves in 64 KiB pieces: taking the window's lock for each cost an
+    object server ~3 % of its CPU. Flushing every MiB (and at the end) keeps a
+    long transfer counted in the intervals it spans.
+    """
+
+    FLUSH_BYTES = 1 << 20
+
+    def __init__(self, window: Window, key: Key, direction: str) -> None:
+        self.window = window
+        self.key = key
+        self.direction = direction  # "received" or "sent"
+        self.pending = 0
+
+    def add(self, count: int) -> None:
+        self.pending += count
+        if self.pending >= self.FLUSH_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending:
+            self.window.transferred(self.key, **{self.direction: self.pending})
+            self.pending = 0
+
+
 class CountingInput:
     """``wsgi.input`` that counts the body bytes the application reads."""
 
@@ -198,22 +225,24 @@ class MetricsMiddleware:
         if not window.started(key):
             return self.app(env, start_response)
         ended = False
+        received, sent = ByteTally(window, key, "received"), ByteTally(window, key, "sent")
 
         def done() -> None:
             nonlocal ended
             if not ended:
                 ended = True
+                received.flush()
+                sent.flush()
                 window.finished(key, method, time.monotonic() - began)
 
         if "wsgi.input" in env:
-            env["wsgi.input"] = CountingInput(
-                env["wsgi.input"], lambda n: window.transferred(key, received=n))
+            env["wsgi.input"] = CountingInput(env["wsgi.input"], received.add)
         try:
             body = self.app(env, start_response)
         except BaseException:
             done()
             raise
-        return CountedResponse(body, lambda n: window.transferred(key, sent=n), done)
+        return CountedResponse(body, sent.add, done)
 
 
 def filter_factory(global_conf: dict[str, Any], **local_conf: Any):

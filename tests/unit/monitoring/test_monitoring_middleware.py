@@ -105,3 +105,23 @@ def test_a_request_ends_when_the_iterator_it_gave_is_closed(middleware):
     iterator.close()
     (sample,) = middleware.reporter.window.flush()
     assert sample["active"] == 0 and sample["ops"] == {"GET": 1}
+
+
+def test_a_long_body_is_counted_a_mebibyte_at_a_time_and_exactly_at_the_end(middleware):
+    piece = b"x" * 65536
+
+    def streaming(env, start_response):
+        start_response("200 OK", [])
+        return iter([piece] * 40)  # 2.5 MiB
+
+    mw = MetricsMiddleware(streaming, middleware.conf)
+    env = {"REQUEST_METHOD": "GET", "PATH_INFO": "/v1/AUTH_t1/c/o", "wsgi.input": io.BytesIO()}
+    body = iter(mw(env, lambda status, headers: None))
+    for _ in range(15):
+        next(body)
+    assert [sample["bytes_out"] for sample in mw.reporter.window.flush()] == [0]  # active only
+    next(body)  # the 16th piece completes the first MiB: it reaches this interval
+    assert mw.reporter.window.flush()[0]["bytes_out"] == 1 << 20
+    rest = sum(len(chunk) for chunk in body)
+    assert rest == 24 * 65536
+    assert mw.reporter.window.flush()[0]["bytes_out"] == 24 * 65536  # the tail, at the end
