@@ -63,8 +63,10 @@ def prepare_store(guardian: StoreGuardian, registries: Registries,
     never vouches for it; only a first set-up (no journal) is marked, and it
     is journaled at once.
     """
-    guardian.restore_if_unmarked()
-    added = registries.seed(mark=guardian.may_mark_new_store())
+    first_setup = guardian.may_mark_new_store()
+    if not first_setup:  # a new store has no marker yet: nothing was lost, say nothing
+        guardian.restore_if_unmarked()
+    added = registries.seed(mark=first_setup)
     for tenant in tenants:
         registries.add_tenant(tenant, tenants.get(tenant) if isinstance(tenants, dict) else None)
     guardian.tick()
