@@ -183,6 +183,8 @@ class Cluster:
                           self._host(node_name(n), plan.node_address(n)))
             for n in range(1, config.nodes + 1)
         }
+        self.device_fs = "dir"  # the nodes' devices (AioConfig keeps a cluster on directories)
+        self.warnings: list[str] = []
 
     def _host(self, name: str, bind_ip: str) -> SwiftHost:
         base = self.root / name

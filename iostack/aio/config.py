@@ -22,8 +22,10 @@ policies or metrics.
 many storage nodes, each in a network namespace of its own, with three
 replicas over three zones, and two proxies unless ``proxies`` is given.
 ``proxy_workers`` is the number of worker processes of each proxy (0: ``workers``).
-``device_fs`` is ``dir`` (Swift's devices are directories) or ``xfs`` (loopback
-images, as Swift's SAIO has them: see ``iostack.aio.devices``).
+``device_fs`` is ``xfs`` (loopback images, as Swift's SAIO has them: see
+``iostack.aio.devices``), ``dir`` (Swift's devices are directories) or ``auto``
+(the default: XFS where the host allows it, and where no device holds objects
+as a directory yet; a cluster's nodes keep directories).
 ``auth`` is ``tempauth`` (the light default) or ``keystone``: a real Keystone
 on ``keystone_port`` (``iostack.aio.keystone``) and the proxy pipeline
 OpenStack clouds run (``s3token``, ``authtoken``, ``keystoneauth``).
@@ -49,6 +51,7 @@ FORMER_DEFAULTS = {
     "memcache_url": "127.0.0.1:11211",
     "redis_url": "redis://127.0.0.1:6379/0",
     "amqp_url": "amqp://guest:guest@127.0.0.1:5672/%2F",
+    "device_fs": "dir",  # a state dir whose devices hold objects keeps them: devices._auto
 }
 
 
@@ -89,7 +92,7 @@ class AioConfig:
     workers: int = 1
     proxy_workers: int = 0  # worker processes of each proxy (0: ``workers``)
     nodes: int = 1  # storage nodes; 3 or more: a cluster in network namespaces
-    device_fs: str = "dir"  # "xfs": Swift's devices on XFS loopback images (iostack.aio.devices)
+    device_fs: str = "auto"  # Swift's devices on XFS loopback images, or directories
     start_timeout: float = 60.0
 
     def __post_init__(self) -> None:
@@ -107,6 +110,8 @@ class AioConfig:
         if self.device_fs not in DEVICE_FILESYSTEMS:
             raise ValueError(f"device_fs must be one of {', '.join(DEVICE_FILESYSTEMS)}, "
                              f"not {self.device_fs!r}")
+        if self.device_fs == "auto" and self.nodes > 1:
+            self.device_fs = "dir"
         if self.device_fs != "dir" and self.nodes > 1:
             raise ValueError("device_fs xfs is for the all-in-one; a cluster's nodes keep "
                              "directories")

@@ -10,18 +10,27 @@ attribute.
 With ``device_fs = xfs`` (``iostack aio start --device-fs xfs``) each device
 ``srv/node/dN`` is a sparse image ``srv/images/dN.xfs`` (``IMAGE_SIZE``,
 made once with ``mkfs.xfs``) loop-mounted at start and unmounted at stop.
-It needs root, Debian ``xfsprogs`` and a free loop device; the default,
-``dir``, keeps devices as plain directories of the state dir's filesystem.
+It needs root, Debian ``xfsprogs`` and a free loop device; ``dir`` keeps
+devices as plain directories of the state dir's filesystem.
+
+The default, ``auto``, decides at every start from what is on disk: devices
+that have images stay on them; devices that already hold data as
+directories stay directories (their objects are there); new devices go on
+XFS when the host allows it (root, ``mkfs.xfs``, ``/dev/loop-control``, and
+the mount succeeds), else on directories, and ``aio.json``'s ``warnings``
+say why. A cluster's nodes keep directories.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
 
 IMAGE_SIZE = 4 << 30  # bytes, sparse: only what Swift writes takes space
-DEVICE_FILESYSTEMS = ("dir", "xfs")
+DEVICE_FILESYSTEMS = ("auto", "dir", "xfs")
 
 
 class DeviceError(ValueError):
@@ -59,3 +68,54 @@ def unmount_all(devices_dir: Path) -> list[str]:
     for device in mounted:
         _run("umount", str(device))
     return [f"device {device.name}" for device in mounted]
+
+
+def _xfs_possible() -> str | None:
+    """Why devices cannot go on XFS loopback images here; None when they can."""
+    if os.geteuid() != 0:
+        return "not root"
+    if not (shutil.which("mkfs.xfs") and shutil.which("mount")):
+        return "no mkfs.xfs (Debian xfsprogs)"
+    if not Path("/dev/loop-control").exists():
+        return "no loop devices (/dev/loop-control)"
+    return None
+
+
+def prepare_devices(device_fs: str, devices_dir: Path, names: Iterable[str],
+                    warnings: list[str]) -> str:
+    """Create (and mount) the devices ``names``; the filesystem they are on, ``dir`` or
+    ``xfs``. With ``auto``, why they are not on XFS is appended to ``warnings``."""
+    images_dir = devices_dir.parent / "images"
+    pairs = [(devices_dir / name, images_dir / f"{name}.xfs") for name in names]
+    for device, _image in pairs:
+        device.mkdir(parents=True, exist_ok=True)
+    automatic = device_fs == "auto"
+    if automatic:
+        device_fs, why = _auto(pairs)
+        if why:
+            warnings.append(f"Swift's devices are directories ({why}): objects with much "
+                            "metadata get 507 where the filesystem holds less than Swift "
+                            "allows (ext4)")
+    if device_fs == "xfs":
+        new_images = [image for _device, image in pairs if not image.exists()]
+        try:
+            for device, image in pairs:
+                mount_xfs(device, image)
+        except DeviceError as exc:
+            unmount_all(devices_dir)
+            for image in new_images:  # made by this attempt: they hold nothing
+                image.unlink(missing_ok=True)
+            if not automatic or len(new_images) < len(pairs):
+                raise  # asked for, or objects already live in an image
+            warnings.append(f"Swift's devices are directories: {exc}")
+            return "dir"
+    return device_fs
+
+
+def _auto(pairs: list[tuple[Path, Path]]) -> tuple[str, str | None]:
+    if any(image.exists() for _device, image in pairs):
+        return "xfs", None  # the objects live in the images
+    if any(any(device.iterdir()) for device, _image in pairs if not os.path.ismount(device)):
+        return "dir", "they already hold objects"
+    why = _xfs_possible()
+    return ("dir", why) if why else ("xfs", None)

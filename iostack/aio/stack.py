@@ -192,7 +192,8 @@ class AllInOne:
                                        "root_interface": layout.plan.root_if,
                                        "namespaces": layout.plan.namespaces}
         info["block_bridge"] = block
-        info["warnings"] = self.services.warnings()
+        info["warnings"] = self.services.warnings() + layout.warnings
+        info["device_fs"] = layout.device_fs
         user = info["tenants"]["t1"]
         if keystone_server:
             token = keystone_token(user)

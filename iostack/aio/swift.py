@@ -3,8 +3,9 @@
 Everything lives under ``<state dir>``:
 
 - ``etc/swift/`` — ``swift.conf`` and one config per server, rings (``*.ring.gz``)
-- ``srv/node/d1..dN`` — the devices, plain directories (``mount_check = false``), or
-  XFS loopback images ``srv/images/dN.xfs`` mounted there (``device_fs = xfs``)
+- ``srv/node/d1..dN`` — the devices: XFS loopback images ``srv/images/dN.xfs``
+  mounted there where the host allows (``device_fs = auto``, the default; see
+  ``iostack.aio.devices``), or plain directories (``mount_check = false``)
 - ``cache/`` — the recon cache
 
 Servers are started through ``iostack.aio.swift_launcher`` so that they read
@@ -141,6 +142,8 @@ class SwiftLayout:
         self.swift_dir = self.host.swift_dir
         self.devices_dir = self.host.devices_dir
         self.cache_dir = self.host.cache_dir
+        self.device_fs = config.device_fs  # what the devices are on, once ``prepare`` made them
+        self.warnings: list[str] = []  # what the operator should know (aio.json)
 
     @property
     def device_names(self) -> list[str]:
@@ -192,11 +195,8 @@ class SwiftLayout:
         private_dir(self.swift_dir)
         private_dir(self.cache_dir)
         private_dir(self.devices_dir)  # every tenant's stored bytes: no other uid enters
-        for name in self.device_names:
-            (self.devices_dir / name).mkdir(parents=True, exist_ok=True)
-            if self.config.device_fs == "xfs":
-                devices.mount_xfs(self.devices_dir / name,
-                                  self.devices_dir.parent / "images" / f"{name}.xfs")
+        self.device_fs = devices.prepare_devices(self.config.device_fs, self.devices_dir,
+                                                 self.device_names, self.warnings)
         if not self.key_file.exists():
             create_key_file(self.key_file)
         self._write(self.swift_dir / "swift.conf", self._swift_conf())
@@ -236,7 +236,7 @@ class SwiftLayout:
             "log_level": "INFO",
             "eventlet_debug": "false",
         }
-        if self.config.device_fs == "xfs":
+        if self.device_fs == "xfs":
             # As Swift's SAIO: the images are sparse and smaller than max_file_size, so
             # reserving a PUT's declared length would fill one (507, the device
             # error-limited for a minute) and take that much of the host's disk.

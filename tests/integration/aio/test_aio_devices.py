@@ -17,9 +17,10 @@ from configparser import ConfigParser
 import pytest
 import xattr
 
+from iostack.aio import devices as aio_devices
 from iostack.aio import secrets
 from iostack.aio.config import AioConfig
-from iostack.aio.devices import mount_xfs, unmount_all
+from iostack.aio.devices import DeviceError, mount_xfs, prepare_devices, unmount_all
 from iostack.aio.swift import SwiftLayout
 
 pytestmark = pytest.mark.integration
@@ -58,10 +59,11 @@ def test_an_xfs_device_holds_more_metadata_than_ext4_and_keeps_it(tmp_path):
 
 
 def test_device_fs_is_checked(tmp_path):
-    with pytest.raises(ValueError, match="device_fs must be one of dir, xfs"):
+    with pytest.raises(ValueError, match="device_fs must be one of auto, dir, xfs"):
         AioConfig(state_dir=tmp_path, device_fs="zfs")
     with pytest.raises(ValueError, match="for the all-in-one"):
         AioConfig(state_dir=tmp_path, device_fs="xfs", nodes=3)
+    assert AioConfig(state_dir=tmp_path, nodes=3).device_fs == "dir"  # auto: nodes keep dirs
 
 
 @needs_xfs
@@ -83,3 +85,44 @@ def test_a_layout_on_xfs_images_mounts_them_and_reserves_no_space(tmp_path, devi
     finally:
         assert unmount_all(layout.devices_dir) == (
             ["device d1", "device d2"] if device_fs == "xfs" else [])
+
+
+@needs_xfs
+def test_auto_puts_new_devices_on_xfs_and_keeps_them_there(tmp_path):
+    devices, warnings = tmp_path / "srv" / "node", []
+    assert prepare_devices("auto", devices, ["d1"], warnings) == "xfs" and warnings == []
+    try:
+        assert fs_type(devices / "d1") == "xfs"
+    finally:
+        unmount_all(devices)
+    # Unmounted, the device is an empty directory again, but its objects are in the image.
+    assert prepare_devices("auto", devices, ["d1"], warnings) == "xfs"
+    unmount_all(devices)
+
+
+def test_auto_keeps_objects_where_they_are_and_says_why(tmp_path):
+    devices, warnings = tmp_path / "srv" / "node", []
+    (devices / "d1" / "objects").mkdir(parents=True)  # a state dir from before: objects in dirs
+    assert prepare_devices("auto", devices, ["d1", "d2"], warnings) == "dir"
+    assert not (tmp_path / "srv" / "images").exists()
+    assert len(warnings) == 1 and "already hold objects" in warnings[0]
+
+
+def test_auto_falls_back_to_directories_where_the_host_cannot_mount(tmp_path, monkeypatch):
+    def refused(device, image):
+        image.parent.mkdir(parents=True, exist_ok=True)
+        image.write_bytes(b"")  # made, then the mount failed
+        raise DeviceError("device_fs xfs: mount failed (root and a free loop device are needed)")
+
+    monkeypatch.setattr(aio_devices, "_xfs_possible", lambda: None)
+    monkeypatch.setattr(aio_devices, "mount_xfs", refused)
+    devices, warnings = tmp_path / "srv" / "node", []
+    assert prepare_devices("auto", devices, ["d1"], warnings) == "dir"
+    assert "mount failed" in warnings[0]
+    assert list((tmp_path / "srv" / "images").iterdir()) == []  # no half-made image left
+    with pytest.raises(DeviceError, match="mount failed"):  # asked for: an error, no fallback
+        prepare_devices("xfs", devices, ["d1"], [])
+    monkeypatch.setattr(aio_devices, "_xfs_possible", lambda: "not root")
+    warnings.clear()
+    assert prepare_devices("auto", devices, ["d1"], warnings) == "dir"
+    assert "(not root)" in warnings[0]
