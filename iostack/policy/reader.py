@@ -26,7 +26,11 @@ controller's ``explain`` runs.
   while the store is down enforces the last version it saw.
 - **Fail closed** only when enforcement is unknown: a node that has never
   held a valid version (no usable file, and the store unreadable or
-  unmarked) raises ``PolicyStoreUnavailable`` naming the cause; the callers
+  unmarked), or one enforcing a version an operator revoked (``iostack
+  policy revoke``: the store's state is not to be trusted, say after a
+  compromise; the revocation is a version like any other, persisted, so a
+  restart does not undo it), raises ``PolicyStoreUnavailable`` naming the
+  cause; the callers
   decide (writes answer 503, selection and QoS fail open). Such a node asks
   the store again at most once a second (``RETRY_AFTER``), within the
   store's timeout (``iostack.policy.connection``).
@@ -132,6 +136,11 @@ class PolicyReader:
         """
         self.lookups += 1
         state = self._live_state() if self.live else self._state or self._first_state()
+        if state.revoked:
+            raise PolicyStoreUnavailable(
+                f"the policy state (version {state.version}) was revoked by an operator: "
+                f"{state.revoked}; writes are refused until it is reinstated "
+                "(iostack policy reinstate)")
         return state.levels(request), state.filters, state.object_types
 
     @property
