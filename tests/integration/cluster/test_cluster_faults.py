@@ -385,15 +385,13 @@ def restart_master_empty(cluster: dict[str, Any], load: Load) -> None:
     master = members.member_at(members.current_master())
     proc = members.processes.find(master)
     assert proc is not None
-    argv = Path(f"/proc/{proc.pid}/cmdline").read_bytes().decode().split("\0")[:-1]
     data = Path(cluster["state_dir"]) / "redis" / master
 
     def fault() -> None:
         os.killpg(proc.pid, 9)
         assert wait_until(lambda: members.processes.find(master) is None, 5, 0.01)
         shutil.rmtree(data)
-        data.mkdir(mode=0o700)
-        members.processes.start(master, argv)
+        members.start()  # as `aio start` does: the Sentinels still name it the master
 
     run_phase(load, "redis restarted empty", 5, fault)
 

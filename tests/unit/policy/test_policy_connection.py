@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import time
 
 import pytest
@@ -51,3 +52,18 @@ def test_no_sentinel_answering_fails_within_the_timeout_instead_of_hanging():
     with pytest.raises(redis.ConnectionError):
         client.ping()
     assert time.monotonic() - start < 10
+
+
+def test_a_hung_store_fails_a_command_within_the_documented_bound():
+    """A server that accepts and never answers (a hung Redis) costs one command timeout:
+    no retry with backoff stretches it (redis-py's ``retry`` is not applied to it)."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        client = connect(f"redis://:pw@127.0.0.1:{listener.getsockname()[1]}/0",
+                         socket_timeout=0.3)
+        start = time.monotonic()
+        with pytest.raises(redis.TimeoutError):
+            client.ping()
+        elapsed = time.monotonic() - start
+    assert 0.3 <= elapsed < 0.3 + 0.5, elapsed
