@@ -283,10 +283,6 @@ class PolicyStore:
         """Lift a revocation; False when there was none."""
         return self._set_revocation(None)
 
-    def revocation(self) -> dict[str, Any] | None:
-        raw = self.redis.get(self.keys.revoked)
-        return json.loads(raw) if raw else None
-
     def _set_revocation(self, value: str | None) -> bool:
         pipe = self.redis.pipeline()
         if value is None:

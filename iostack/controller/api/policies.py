@@ -65,8 +65,7 @@ def validate_policies():
 def status():
     require_admin()
     controller = ctl()
-    return jsonify(policy_status(controller.redis, controller.keys)
-                   | {"revoked": controller.store.revocation()})
+    return jsonify(policy_status(controller.redis, controller.keys))
 
 
 @bp.put("/revocation")

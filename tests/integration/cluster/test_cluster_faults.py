@@ -61,6 +61,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 import swiftclient
 from swift.obj.diskfile import read_metadata
 from swift_confs import pipeline, read_conf, set_pipeline, write_conf
@@ -337,6 +338,23 @@ def store_members(cluster: dict[str, Any]) -> RedisSet:
     return services.redis_set()
 
 
+def store_state(cluster: dict[str, Any]) -> dict[str, Any]:
+    """What each Redis server holds and the controller last said of the store (a failure's
+    report)."""
+    members = store_members(cluster)
+    servers = {}
+    for name, port in members.ports.items():
+        try:
+            client = redis.Redis("127.0.0.1", port, password=members.password, socket_timeout=1)
+            role = client.execute_command("ROLE")[0]
+            servers[name] = (role, None if name.startswith("sentinel") else client.dbsize())
+        except redis.RedisError as exc:
+            servers[name] = str(exc)
+    log = (Path(cluster["log_dir"]) / "controller.log").read_text(errors="replace")
+    return {"servers": servers, "master": members.current_master(),
+            "controller": [line for line in log.splitlines() if "store" in line][-8:]}
+
+
 def restores(cluster: dict[str, Any]) -> int:
     """How many times the controller's guardian refilled an unmarked store."""
     log = Path(cluster["log_dir"]) / "controller.log"
@@ -410,7 +428,8 @@ def store_faults(cluster: dict[str, Any], load: Load, admin: ControllerClient) -
             before = restores(cluster)
             fault()
             wait_for(lambda before=before: restores(cluster) > before and store.exists(marker),
-                     30, "the guardian refilling the emptied store")
+                     30, "the guardian refilling the emptied store",
+                     lambda: store_state(cluster))
         run_phase(load, "redis restored", 3)
     finally:
         store.close()
