@@ -14,6 +14,15 @@ configured, the smallest set Redis documents as highly available:
   quorum of 2; a master that does not answer for ``DOWN_AFTER_MS`` is
   replaced by a replica (``FAILOVER_TIMEOUT_MS`` bounds one attempt).
 
+A master takes writes only while at least one replica is in sync with it
+(``min-replicas-to-write 1``, ``min-replicas-max-lag 5``): a master that
+was cut off or hung while a replica was promoted, and comes back still
+believing it is the master, refuses writes (``NOREPLICAS``) until the
+Sentinels turn it into a replica, so no client that still holds a
+connection to it has a write acknowledged and then silently dropped (the
+controller answers 503 instead). The set counts as started when its master
+takes writes (``writable``).
+
 Every process binds 127.0.0.1 only (the storage nodes never talk to Redis)
 and requires the stack's generated password (``redis_password``), servers
 and Sentinels alike (``masterauth``, ``sentinel auth-pass``,
@@ -41,6 +50,7 @@ import redis
 
 from iostack.aio.processes import ProcessManager
 from iostack.aio.state import private_dir, write_private_text
+from iostack.policy.connection import connect
 
 SERVICE = "iostack"  # the Sentinels' name for the master
 SERVERS = ("redis", "redis2", "redis3")
@@ -48,6 +58,8 @@ SENTINELS = ("sentinel", "sentinel2", "sentinel3")
 QUORUM = 2
 DOWN_AFTER_MS = 3000
 FAILOVER_TIMEOUT_MS = 10000
+MIN_REPLICAS = 1  # in sync with the master, for it to take a write
+MAX_LAG = 5  # s since a replica's last acknowledgement, for it to count as in sync
 HOST = "127.0.0.1"
 
 
@@ -91,6 +103,17 @@ class RedisSet:
             if not self.processes.find(name):
                 self._start_sentinel(name, master)
 
+    def writable(self) -> bool:
+        """Whether the master the Sentinels name answers and has ``MIN_REPLICAS`` in sync."""
+        client = connect(self.url)
+        try:
+            replication = client.info("replication")
+            return int(replication.get("min_slaves_good_slaves", 0)) >= MIN_REPLICAS
+        except redis.RedisError:
+            return False
+        finally:
+            client.close()
+
     def current_master(self) -> int | None:
         """The master's port as a running Sentinel, else a running server, says; or None."""
         for name in SENTINELS:
@@ -126,7 +149,8 @@ class RedisSet:
             f"bind {HOST}", f"port {self.ports[name]}", "protected-mode yes",
             "daemonize no", f"dir {data}", 'logfile ""', "appendonly yes", 'save ""',
             f"requirepass {self.password}", f"masterauth {self.password}",
-            "replica-serve-stale-data yes",
+            "replica-serve-stale-data yes", f"min-replicas-to-write {MIN_REPLICAS}",
+            f"min-replicas-max-lag {MAX_LAG}", "repl-diskless-sync-delay 1",
             *([f"replicaof {HOST} {replicaof}"] if replicaof else []), "",
         ]))
         self.processes.start(name, [_program("redis-server"), str(conf)])

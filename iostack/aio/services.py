@@ -327,9 +327,8 @@ class Services:
                 members.start()
             except RedisSetError as exc:
                 raise ServiceError(str(exc)) from None
-            url = members.url
-            self._starting["redis"] = lambda: redis_answers(url)
-            return ServiceInfo(url=url, private=True, members=members.ports)
+            self._starting["redis"] = members.writable
+            return ServiceInfo(url=members.url, private=True, members=members.ports)
         binary = self._require("redis-server")
         port = free_port(self._previous_port("redis"), avoid=self.reserved)
         password = generated_secret(self.state_dir, "redis_password")

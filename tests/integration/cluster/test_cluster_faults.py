@@ -74,7 +74,6 @@ from iostack.aio.session import StackStartError, aio_command, started_stack
 from iostack.controller.client import ControllerClient, ControllerError
 from iostack.doctor.cli import diagnose, find_configs
 from iostack.monitoring.bus import Consumer, metrics_exchange, wait_connected
-from iostack.policy.connection import connect
 from iostack.swift_middleware.enforce.record import PIPELINE_HEADER
 
 pytestmark = pytest.mark.integration
@@ -414,25 +413,34 @@ def restart_master_empty(cluster: dict[str, Any], load: Load) -> None:
     run_phase(load, "redis restarted empty", 5, fault)
 
 
+def on_master(cluster: dict[str, Any], *command: str) -> Any:
+    """``command`` on the master the Sentinels name now, on a connection of its own (a
+    pooled one may still point at a demoted master)."""
+    members = store_members(cluster)
+    client = redis.Redis("127.0.0.1", members.current_master(), password=members.password,
+                         socket_timeout=5)
+    try:
+        return client.execute_command(*command)
+    finally:
+        client.close()
+
+
 def store_faults(cluster: dict[str, Any], load: Load, admin: ControllerClient) -> float:
     """(d) of the module docstring; return the seconds until policy changes succeeded
     again after the master was killed."""
     writable = kill_master(cluster, load, admin)
-    store = connect(cluster["redis_url"])
     marker = f"{cluster['key_prefix']}marker"
-    try:
-        run_phase(load, "redis hung", HANG + 2,
-                  lambda: store.execute_command("CLIENT", "PAUSE", str(HANG * 1000), "ALL"))
-        for fault in (lambda: restart_master_empty(cluster, load),
-                      lambda: run_phase(load, "redis flushed", 3, store.flushall)):
-            before = restores(cluster)
-            fault()
-            wait_for(lambda before=before: restores(cluster) > before and store.exists(marker),
-                     30, "the guardian refilling the emptied store",
-                     lambda: store_state(cluster))
-        run_phase(load, "redis restored", 3)
-    finally:
-        store.close()
+    run_phase(load, "redis hung", HANG + 2,
+              lambda: on_master(cluster, "CLIENT", "PAUSE", str(HANG * 1000), "ALL"))
+    for fault in (lambda: restart_master_empty(cluster, load),
+                  lambda: run_phase(load, "redis flushed", 3,
+                                    lambda: on_master(cluster, "FLUSHALL"))):
+        before = restores(cluster)
+        fault()
+        wait_for(lambda before=before: restores(cluster) > before
+                 and on_master(cluster, "EXISTS", marker), 30,
+                 "the guardian refilling the emptied store", lambda: store_state(cluster))
+    run_phase(load, "redis restored", 3)
     return writable
 
 
