@@ -320,3 +320,22 @@ def test_a_revoked_state_fails_closed_naming_the_reason_and_survives_a_restart(
         reader.close()
     with pytest.raises(RegistryError, match="needs a reason"):
         store.revoke("  ")
+
+
+def test_the_copy_is_written_through_offload(store, keys, shared_redis_url, tmp_path):
+    """A proxy worker passes eventlet's thread pool: the fsyncs never stop its hub."""
+    calls = []
+
+    def offload(function, *args):
+        calls.append(function.__name__)
+        return function(*args)
+
+    reader = PolicyReader(shared_redis_url, prefix=keys.prefix, snapshot=tmp_path / "p.json",
+                          offload=offload)
+    try:
+        store.submit("FOR TENANT t1 DO SET noop")
+        assert reader.wait_version(int(store.redis.get(keys.version)))
+        assert wait_until(lambda: calls == ["save"] * len(calls) and calls)
+        assert saved_version(tmp_path / "p.json", keys) == reader.version
+    finally:
+        reader.close()
