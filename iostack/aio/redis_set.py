@@ -37,7 +37,9 @@ alone. A server started while others run joins the master the Sentinels
 name (or, with no Sentinel up, the one that says it is master), unless it
 is that master itself (restarted before a failover): so ``iostack aio
 start`` after a killed master brings it back as a replica of the promoted
-one. With nothing running, ``redis`` is the master.
+one. With nothing running, ``redis`` is the master, with its own data: a
+version the others held beyond it (it was a lagging replica at the stop)
+is caught by the controller's guardian, which restores its journal.
 """
 
 from __future__ import annotations
@@ -89,9 +91,6 @@ class RedisSet:
     def url(self) -> str:
         hosts = ",".join(f"{HOST}:{self.ports[name]}" for name in SENTINELS)
         return f"redis+sentinel://:{quote(self.password, safe='')}@{hosts}/{SERVICE}/0"
-
-    def running(self) -> bool:
-        return all(self.processes.find(name) for name in (*SERVERS, *SENTINELS))
 
     def start(self) -> None:
         """Start every member that is not running (servers first, then Sentinels)."""
