@@ -154,11 +154,13 @@ def main() -> None:
                     stored_rows.append((kind, human_size(size), *[f"{p:.2f}" for p in percents]))
             print_table(("data", "size", *CONFIGS), stored_rows)
             print()
-            print("Policy lookups per request, through the proxy pipeline "
-                  "(in-process; container under SET ENCRYPTION)")
+            print("Policy lookups per request, and of them network round trips to the "
+                  "policy store, through the proxy pipeline (in-process; container under "
+                  "SET ENCRYPTION)")
             counts = lookups_in_subprocess(Path(info["state_dir"]) / "aio.json",
                                            "SET ENCRYPTION")
-            print_table(("request", "lookups"), list(counts.items()))
+            print_table(("request", "lookups", "round trips"),
+                        [(kind, *n) for kind, n in counts.items()])
         finally:
             policies.remove_all()
             for proxy in PROXY_OF.values():

@@ -4,7 +4,8 @@ Tests and benchmarks use it to measure how many policy lookups each kind of
 request makes on the real pipeline (real Swift middlewares, the stack's
 Redis and backend servers): ``count_lookups(info)`` sends a small set of
 requests through ``proxy-server.conf`` as a tenant and returns, per request
-kind, the number of ``PolicyReader.lookup`` calls it made.
+kind, the number of ``PolicyReader.lookup`` calls it made and how many of
+them were network round trips to the policy store (``round_trips``).
 
 Loading the pipeline imports Storlets, which monkey-patches eventlet into
 the whole process: callers run it in a process of its own,
@@ -44,14 +45,18 @@ def load_proxy(info: dict[str, Any]) -> Any:
 
 
 @contextmanager
-def counted_lookups() -> Iterator[list[Any]]:
-    """Every ``PolicyReader.lookup`` call made in this process meanwhile."""
-    calls: list[Any] = []
+def counted_lookups() -> Iterator[list[int]]:
+    """Every ``PolicyReader.lookup`` call made in this process meanwhile: the round
+    trips to the store each made (0 when answered from the local copy)."""
+    calls: list[int] = []
     original = PolicyReader.lookup
 
     def lookup(self: PolicyReader, request: Any) -> Any:
-        calls.append(request)
-        return original(self, request)
+        before = self.round_trips
+        try:
+            return original(self, request)
+        finally:
+            calls.append(self.round_trips - before)
 
     PolicyReader.lookup = lookup
     try:
@@ -60,7 +65,8 @@ def counted_lookups() -> Iterator[list[Any]]:
         PolicyReader.lookup = original
 
 
-def lookups_in_subprocess(aio_json: Path, actions: str | None = None) -> dict[str, int]:
+def lookups_in_subprocess(aio_json: Path, actions: str | None = None
+                          ) -> dict[str, list[int]]:
     """``count_lookups`` in a process of its own (see the module docstring)."""
     argv = [sys.executable, "-m", "iostack.aio.inprocess", str(aio_json)]
     done = subprocess.run(argv + ([actions] if actions else []),  # noqa: S603 - fixed argv
@@ -71,8 +77,9 @@ def lookups_in_subprocess(aio_json: Path, actions: str | None = None) -> dict[st
 
 
 def count_lookups(info: dict[str, Any], tenant: str = "t1",
-                  policy: Callable[[str], None] | None = None) -> dict[str, int]:
-    """Policy lookups per request kind, through the real pipeline, in this process.
+                  policy: Callable[[str], None] | None = None) -> dict[str, list[int]]:
+    """[policy lookups, round trips to the store] per request kind, through the real
+    pipeline, in this process.
 
     ``policy(container)`` may add policies to the container used (for
     example ``SET ENCRYPTION``) before the requests are sent.
@@ -109,7 +116,7 @@ def count_lookups(info: dict[str, Any], tenant: str = "t1",
     for kind, make in requests.items():
         with counted_lookups() as calls:
             make()
-        counts[kind] = len(calls)
+        counts[kind] = [len(calls), sum(calls)]
     return counts
 
 

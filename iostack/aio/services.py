@@ -20,6 +20,10 @@ only servers it authenticates to:
   unauthenticated and ``iostack aio start`` and ``status`` warn about it.
 - memcached (Swift's account/container info cache) has no authentication at
   all; a private one is started unless ``memcache_url`` names another.
+- With ``redis_sentinel`` set (the cluster mode), the private Redis is a
+  master with two replicas under three Sentinels (``iostack.aio.redis_set``)
+  and its URL a ``redis+sentinel://`` one; a member that is not running is
+  started again by the next ``ensure``.
 
 Which URL was chosen, whether we started it, and why it is unauthenticated if
 it is, is kept in ``etc/services.json``. ``add_amqp_vhost`` gives a stack its
@@ -37,12 +41,13 @@ import subprocess
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
 from iostack.aio.processes import ProcessManager
+from iostack.aio.redis_set import SENTINELS, SERVERS, RedisSet, RedisSetError
 from iostack.aio.secrets import generated_secret
 from iostack.aio.state import private_dir, write_private_json, write_private_text
 from iostack.service_probes import (
@@ -62,8 +67,9 @@ RABBITMQ_NODE = "iostack@localhost"
 RABBITMQ_USER = "iostack"
 
 
-# The private servers' process names, in stop order.
-PRIVATE_SERVERS = ("rabbitmq", "epmd", "redis", "memcached")
+# The private servers' process names, in stop order (Sentinels before the servers they
+# watch, so stopping is not taken for a failure to fail over).
+PRIVATE_SERVERS = ("rabbitmq", "epmd", *SENTINELS, *SERVERS, "memcached")
 # How each private server is started (``Services`` methods).
 STARTERS = {"redis": "_start_redis", "rabbitmq": "_start_rabbitmq",
             "memcached": "_start_memcached"}
@@ -79,6 +85,7 @@ class ServiceInfo:
     private: bool  # started (and so stopped) by us
     port: int | None = None
     unauthenticated: str = ""  # why anyone may use it, when the operator allowed that
+    members: dict[str, int] = field(default_factory=dict)  # a Redis set's process -> port
 
 
 def free_port(preferred: int | None = None, host: str = "127.0.0.1",
@@ -142,6 +149,8 @@ class Services:
         # Addresses besides loopback that private memcached and RabbitMQ also listen on
         # (a cluster's storage nodes reach them on the root namespace's bridge address).
         self.listen_also: tuple[str, ...] = ()
+        # A private Redis is a replicated set under Sentinel (the cluster mode).
+        self.redis_sentinel = False
         self._starting: dict[str, Callable[[], bool]] = {}  # booting -> "does it answer?"
         if self.path.is_file():
             saved = json.loads(self.path.read_text(encoding="utf-8"))
@@ -169,7 +178,7 @@ class Services:
             info = self._external(name, configured_url, allow_unauthenticated)
         else:
             previous = self.info.get(name)
-            if (previous and previous.private and self.processes.find(name)
+            if (previous and previous.private and self._running(name)
                     and ANSWERS[name](previous.url)):
                 return previous
             info = self._start(name)
@@ -196,13 +205,21 @@ class Services:
                 log = self.processes.log_file(name)
                 if log.exists():
                     log.replace(log.with_name(log.name + ".failed"))
-                self.processes.stop(name)
+                for member in self._members(name):
+                    self.processes.stop(member)
                 self.info[name] = self._start(name)
                 self._save()
                 self._wait(name, self._starting.pop(name))
 
     def _start(self, name: str) -> ServiceInfo:
         return getattr(self, STARTERS[name])()
+
+    def _members(self, name: str) -> tuple[str, ...]:
+        """The processes of private service ``name``."""
+        return (*SERVERS, *SENTINELS) if name == "redis" and self.redis_sentinel else (name,)
+
+    def _running(self, name: str) -> bool:
+        return all(self.processes.find(member) for member in self._members(name))
 
     def _external(self, name: str, url: str, allow_unauthenticated: bool) -> ServiceInfo:
         if not ANSWERS[name](url):
@@ -270,13 +287,15 @@ class Services:
 
     def _wait(self, name: str, check: Callable[[], bool]) -> None:
         def alive_and_ready() -> bool:
-            if self.processes.find(name) is None:
-                raise ServiceError(f"{name} exited during start-up; "
-                                   f"see {self.processes.log_file(name)}")
+            for member in self._members(name):
+                if self.processes.find(member) is None:
+                    raise ServiceError(f"{member} exited during start-up; "
+                                       f"see {self.processes.log_file(member)}")
             return check()
 
         if not wait_until(alive_and_ready, self.timeout, 0.2):
-            self.processes.stop(name)
+            for member in self._members(name):
+                self.processes.stop(member)
             raise ServiceError(
                 f"{name} did not come up within {self.timeout:.0f}s; "
                 f"see {self.processes.log_file(name)}"
@@ -288,7 +307,28 @@ class Services:
             raise ServiceError(f"{program} is not installed (run deploy/bootstrap.sh)")
         return path
 
+    def redis_set(self) -> RedisSet:
+        """The private Redis set of the cluster mode, its members on their ports (kept
+        across restarts while free)."""
+        previous = self.info.get("redis")
+        ports = dict(previous.members) if previous and previous.private else {}
+        taken = set(self.reserved)
+        for name in (*SERVERS, *SENTINELS):
+            running = self.processes.find(name) and ports.get(name)
+            ports[name] = running or free_port(ports.get(name), avoid=frozenset(taken))
+            taken.add(ports[name])
+        return RedisSet(self.state_dir, self.processes,
+                        generated_secret(self.state_dir, "redis_password"), ports)
+
     def _start_redis(self) -> ServiceInfo:
+        if self.redis_sentinel:
+            members = self.redis_set()
+            try:
+                members.start()
+            except RedisSetError as exc:
+                raise ServiceError(str(exc)) from None
+            self._starting["redis"] = members.writable
+            return ServiceInfo(url=members.url, private=True, members=members.ports)
         binary = self._require("redis-server")
         port = free_port(self._previous_port("redis"), avoid=self.reserved)
         password = generated_secret(self.state_dir, "redis_password")

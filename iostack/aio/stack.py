@@ -124,6 +124,8 @@ class AllInOne:
         if cfg.cluster:
             # Before the services: private ones also listen on the root's bridge address.
             self.services.listen_also = (self.network.ensure().gateway,)
+        # A cluster's private Redis fails over: replicas under Sentinel.
+        self.services.redis_sentinel = cfg.cluster
         memcache = self.services.ensure("memcached", cfg.memcache_url)
         redis = self.services.ensure("redis", cfg.redis_url, allow)
         # The broker boots (seconds) while Swift does; the proxies' metric publisher

@@ -129,6 +129,20 @@ def policy_status(client: ControllerClient, args) -> Any:
     return result if args.json else print(fmt.policy_status_view(result))
 
 
+def policy_revoke(client: ControllerClient, args) -> Any:
+    result = client.revoke(args.reason)
+    return result if args.json else print(
+        f"revoked: every node refuses writes until 'iostack policy reinstate' "
+        f"(reason: {result['revoked']['reason']})")
+
+
+def policy_reinstate(client: ControllerClient, args) -> Any:
+    result = client.reinstate()
+    return result if args.json else print(
+        "reinstated: nodes enforce the stored policies again" if result["reinstated"]
+        else "nothing to reinstate: the store's state was not revoked")
+
+
 def policy_history(client: ControllerClient, args) -> Any:
     result = client.history(args.limit)
     return result if args.json else print(fmt.history_table(result))
@@ -330,6 +344,10 @@ def register(subparsers: argparse._SubParsersAction) -> dict[str, argparse._SubP
           common).add_argument("account")
     _verb(policy, "status", policy_status,
           "the version each proxy worker enforces, and who is behind", common)
+    _verb(policy, "revoke", policy_revoke,
+          "revoke the store's state: every node refuses writes (503) until reinstated",
+          common).add_argument("--reason", required=True, help="shown in every refusal")
+    _verb(policy, "reinstate", policy_reinstate, "lift a revocation", common)
     history = _verb(policy, "history", policy_history, "every policy change, newest first",
                     common)
     history.add_argument("--limit", type=int, help="only the last N changes")

@@ -97,6 +97,12 @@ class ControllerClient:
     def policy_status(self) -> dict[str, Any]:
         return self.request("GET", "/policies/status")
 
+    def revoke(self, reason: str) -> dict[str, Any]:
+        return self.request("PUT", "/policies/revocation", {"reason": reason})
+
+    def reinstate(self) -> dict[str, Any]:
+        return self.request("DELETE", "/policies/revocation")
+
     def history(self, limit: int | None = None) -> dict[str, Any]:
         return self.request("GET", "/policies/history", query={"limit": limit} if limit else None)
 

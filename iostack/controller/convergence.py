@@ -53,9 +53,11 @@ def forget_gone(client: redis.Redis, keys: KeySpace, reports: dict[str, dict[str
 
 def policy_status(client: redis.Redis, keys: KeySpace, now: float | None = None
                   ) -> dict[str, Any]:
-    """The store's version and, per proxy worker, the version it enforces and since when."""
+    """The store's version and, per proxy worker, the version it enforces and since when;
+    ``revoked``: the operator's revocation record, None when the state stands."""
     now = time.time() if now is None else now
-    version = int(client.get(keys.version) or 0)
+    version, revoked = client.mget(keys.version, keys.revoked)
+    version = int(version or 0)
     workers = []
     for name, report in sorted(worker_reports(client, keys).items()):
         proxy, _, pid = name.rpartition("/")
@@ -73,4 +75,5 @@ def policy_status(client: redis.Redis, keys: KeySpace, now: float | None = None
     return {"version": version, "workers": workers,
             "behind": [f"{w['proxy']}/{w['pid']}" for w in live if w["behind"]],
             "silent": [f"{w['proxy']}/{w['pid']}" for w in workers if w["silent"]],
-            "converged": bool(live) and not any(w["behind"] for w in live)}
+            "converged": bool(live) and not any(w["behind"] for w in live),
+            "revoked": json.loads(revoked) if revoked else None}

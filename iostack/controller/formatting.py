@@ -273,4 +273,7 @@ def policy_status_view(status: dict[str, Any]) -> str:
         "every reporting worker enforces it" if status["converged"]
         else f"{len(status['behind'])} worker(s) behind" if status["behind"]
         else "no worker reports")
+    if status.get("revoked"):
+        head += (f"\nREVOKED by {status['revoked']['by'] or 'an operator'}: "
+                 f"{status['revoked']['reason']} (writes are refused; iostack policy reinstate)")
     return "\n".join([head, table(["proxy", "pid", "version", "age", "state", "reported"], rows)])

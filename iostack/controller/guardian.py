@@ -6,9 +6,10 @@ Redis, one restarted without persistence, or one rolled back to an older
 state (an old backup, an AOF ``everysec`` loss) stops policy changes from
 reaching them. The controller makes such a store whole again:
 
-- **Journal.** As each policy change commits (``journal_committed``, the
-  store's ``after_commit``), and on the thread's ticks whenever the store's
-  ``version`` moved (registry changes too) and the marker is there, every
+- **Journal.** As each policy or registry change commits
+  (``journal_committed``, the policy store's and the registries'
+  ``after_commit``), and on the thread's ticks whenever the store's
+  ``version`` moved and the marker is there, every
   key of the namespace is read in one transaction and written to
   ``<state_dir>/policy-store.json`` (0600, fsynced, replaced atomically).
   Keys with a time to live (transient state) are left out. Values stay

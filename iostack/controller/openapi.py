@@ -51,6 +51,12 @@ def openapi_document() -> dict[str, Any]:
         "/v1/policies/status": {"get": _op(
             "The store's policy version and, per proxy worker, the version it enforces, "
             "since when, and who is behind (admin)")},
+        "/v1/policies/revocation": {
+            "put": _op("Revoke the store's state: every node refuses writes (503 naming the "
+                       "reason) until reinstated (admin)",
+                       body={"type": "object", "required": ["reason"],
+                             "properties": {"reason": {"type": "string"}}}),
+            "delete": _op("Reinstate a revoked store's state (admin)")},
         "/v1/policies/history": {"get": _op(
             "Policy changes, newest first: who, when, op, policies added and removed (admin)",
             params=[{"name": "limit", "in": "query", "schema": {"type": "integer"}}])},

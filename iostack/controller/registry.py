@@ -10,6 +10,11 @@ clobbers the administrator: a name is seeded once (remembered in the
 ``seeded`` set), so a class the administrator deleted stays deleted; library
 filters are refreshed on upgrade only while their stored copy is still the
 library's own (``extra.origin == "builtin"``).
+
+``after_commit`` is called after each committed change, as the policy
+store's is: the controller journals the namespace there
+(``StoreGuardian.journal_committed``), so a store lost right after a
+registry change is restored with it.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import json
 import re
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import redis
@@ -54,6 +60,7 @@ class Registries:
         self.redis = client
         self.keys = keys
         self.reseller_prefix = reseller_prefix
+        self.after_commit: Callable[[], object] = lambda: None
 
     # -- reading ----------------------------------------------------------------
 
@@ -172,6 +179,7 @@ class Registries:
             announce(pipe, self.keys)
 
         self.redis.transaction(update, self.keys.groups, self.keys.tenant_groups)
+        self.after_commit()
         return accounts
 
     def add_tenant(self, tenant: str, account: str | None = None) -> str:
@@ -186,6 +194,7 @@ class Registries:
             pipe.hset(self.keys.tenant_names, tenant, account)
         announce(pipe, self.keys)
         pipe.execute()
+        self.after_commit()
         return account
 
     def delete(self, kind: str, name: str) -> None:
@@ -202,6 +211,7 @@ class Registries:
         announce(pipe, self.keys)
         if pipe.execute()[0] == 0:
             raise RegistryError(f"no {kind[:-1].replace('_', ' ')} {name!r}", status=404)
+        self.after_commit()
 
     def seed(self, mark: bool = True) -> list[str]:
         """Install the built-in vocabulary, keeping administrator changes; return what was added.
@@ -237,6 +247,8 @@ class Registries:
         if added:
             announce(pipe, k)
         pipe.execute()
+        if added:
+            self.after_commit()
         return added
 
     # -- helpers ----------------------------------------------------------------
@@ -261,6 +273,7 @@ class Registries:
         pipe.hset(key, name, json.dumps(value))
         announce(pipe, self.keys)
         pipe.execute()
+        self.after_commit()
 
     def _users(self, kind: str, name: str) -> list[str]:
         """Ids of stored policies that use ``name`` (so deleting it would break them)."""

@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     guardian = StoreGuardian(ctl.redis, ctl.keys, Path(config["state_dir"]) / JOURNAL_FILE)
     registries = ctl.registries
     added = prepare_store(guardian, registries, config.get("tenants", ()))
-    ctl.store.after_commit = guardian.journal_committed
+    ctl.store.after_commit = registries.after_commit = guardian.journal_committed
     LOG.info("vocabulary seeded (%d new entries)", len(added))
     guardian.start()
     ctl.control_loop = ControlLoop(config, ctl.redis, ctl.keys, ctl.store, registries)

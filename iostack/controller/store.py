@@ -262,6 +262,38 @@ class PolicyStore:
         """Remove a policy and its rules atomically; return its record."""
         return self._change(lambda pipe: ("", [pid]), False, who, "delete")["removed"][0]
 
+    # -- revocation ---------------------------------------------------------------
+
+    def revoke(self, reason: str, who: str = "") -> dict[str, Any]:
+        """Revoke the store's state: every node that applies this version refuses writes.
+
+        For a store whose content is not to be trusted (written by someone
+        who should not have, restored from a doubtful backup): nodes stop
+        enforcing rules that may have been tampered with and fail closed
+        instead, until ``reinstate``. Policies can still be changed meanwhile.
+        """
+        reason = " ".join(str(reason).split())[:200]
+        if not reason:
+            raise RegistryError("a revocation needs a reason (shown in every refusal)")
+        record = {"reason": reason, "by": who, "at": time.time()}
+        self._set_revocation(json.dumps(record))
+        return record
+
+    def reinstate(self) -> bool:
+        """Lift a revocation; False when there was none."""
+        return self._set_revocation(None)
+
+    def _set_revocation(self, value: str | None) -> bool:
+        pipe = self.redis.pipeline()
+        if value is None:
+            pipe.delete(self.keys.revoked)
+        else:
+            pipe.set(self.keys.revoked, value)
+        announce(pipe, self.keys)
+        changed = bool(pipe.execute()[0])
+        self.after_commit()
+        return changed
+
     # -- dynamic policies (for their actors) --------------------------------------
 
     def enforce(self, pid: str, target: tuple[str, str] | None = None) -> bool:

@@ -16,11 +16,17 @@ hung store:
   connection, so clients follow the new master without a restart.
 
 Timeouts (``STORE_TIMEOUT``): a command waits at most 2 s for its answer and
-a connection at most 1 s to open, unless the caller passes its own. A store
-that is down, restarting or hung (``CLIENT PAUSE``) therefore costs a caller
-at most that long; the data path does not wait even that, since it enforces
-from its local copy (``iostack.policy.reader``) and talks to Redis only in
-background threads.
+a connection at most 1 s to open, unless the caller passes its own. A
+command that fails on a connection error or a timeout is tried once more,
+at once, on a new connection (``ATTEMPTS``; through the Sentinels for a
+sentinel URL, so a connection to a master that was replaced is), never
+more: redis-py's default (3 retries, with backoff of up to 10 s) would hold
+a caller of a hung store 15 s and more. A store that is down, restarting or
+hung (``CLIENT PAUSE``) therefore costs a caller at most ``ATTEMPTS`` x
+(1 s + 2 s), plus, through Sentinel, the Sentinels' answers (each bounded
+the same way, tried once); the data path does not wait even that, since it
+enforces from its local copy (``iostack.policy.reader``) and talks to Redis
+only in background threads.
 """
 
 from __future__ import annotations
@@ -29,22 +35,27 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 from redis.sentinel import Sentinel
 
 SENTINEL_SCHEME = "redis+sentinel"
 STORE_TIMEOUT = 2.0  # seconds a command may wait for the store's answer
 CONNECT_TIMEOUT = 1.0  # seconds to open a connection
+ATTEMPTS = 2  # tries of a command that meets a connection error or a timeout, no pause
 
 
 def connect(url: str, **kwargs: Any) -> redis.Redis:
     """A client for the store at ``url`` (see the module docstring); ``kwargs`` go to redis-py."""
     kwargs.setdefault("socket_timeout", STORE_TIMEOUT)
     kwargs.setdefault("socket_connect_timeout", CONNECT_TIMEOUT)
+    kwargs.setdefault("retry", Retry(NoBackoff(), ATTEMPTS - 1))
     if urlsplit(url).scheme != SENTINEL_SCHEME:
         return redis.Redis.from_url(url, **kwargs)
     target = sentinel_target(url)
     sentinel_kwargs = {"socket_timeout": kwargs["socket_timeout"],
-                       "socket_connect_timeout": kwargs["socket_connect_timeout"]}
+                       "socket_connect_timeout": kwargs["socket_connect_timeout"],
+                       "retry": Retry(NoBackoff(), 0)}
     if target["sentinel_password"]:
         sentinel_kwargs["password"] = target["sentinel_password"]
     sentinel = Sentinel(target["hosts"], sentinel_kwargs=sentinel_kwargs)

@@ -23,10 +23,17 @@ controller's ``explain`` runs.
 - **Persisted** (``snapshot``: a file path): each applied version is written
   to the node's disk (``SnapshotFile``: 0600, checksummed, replaced
   atomically) and read back when the reader starts, so a proxy restarted
-  while the store is down enforces the last version it saw.
+  while the store is down enforces the last version it saw. The write
+  (two fsyncs) goes through ``offload``: in a proxy worker, eventlet's
+  thread pool, since a green thread that fsyncs stops every request of the
+  worker until the disk answers.
 - **Fail closed** only when enforcement is unknown: a node that has never
   held a valid version (no usable file, and the store unreadable or
-  unmarked) raises ``PolicyStoreUnavailable`` naming the cause; the callers
+  unmarked), or one enforcing a version an operator revoked (``iostack
+  policy revoke``: the store's state is not to be trusted, say after a
+  compromise; the revocation is a version like any other, persisted, so a
+  restart does not undo it), raises ``PolicyStoreUnavailable`` naming the
+  cause; the callers
   decide (writes answer 503, selection and QoS fail open). Such a node asks
   the store again at most once a second (``RETRY_AFTER``), within the
   store's timeout (``iostack.policy.connection``).
@@ -57,6 +64,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +95,9 @@ class PolicyReader:
     def __init__(self, redis_url: str | None = None, prefix: str = DEFAULT_PREFIX,
                  snapshot: str | Path | None = None, poll_interval: float = 1.0,
                  live: bool = False, node: str | None = None,
-                 client: redis.Redis | None = None) -> None:
+                 client: redis.Redis | None = None,
+                 offload: Callable[..., Any] = lambda function, *args: function(*args)
+                 ) -> None:
         self.keys = KeySpace(prefix)
         self.redis = client or connect(redis_url, health_check_interval=30)
         self.read_state = StateScript(self.redis, prefix)
@@ -99,6 +109,7 @@ class PolicyReader:
             # shown behind until it falls silent.
             atexit.register(self._forget)
         self.file = SnapshotFile(snapshot, prefix) if snapshot and not live else None
+        self.offload = offload
         self._state: PolicyState | None = self.file.load() if self.file else None
         self._applied = time.time() if self._state else None
         self._store_version: int | None = None  # the store's, when last read
@@ -132,6 +143,11 @@ class PolicyReader:
         """
         self.lookups += 1
         state = self._live_state() if self.live else self._state or self._first_state()
+        if state.revoked:
+            raise PolicyStoreUnavailable(
+                f"the policy state (version {state.version}) was revoked by an operator: "
+                f"{state.revoked}; writes are refused until it is reinstated "
+                "(iostack policy reinstate)")
         return state.levels(request), state.filters, state.object_types
 
     @property
@@ -194,7 +210,7 @@ class PolicyReader:
         self._state, self._applied, self._failed = state, time.time(), None
         if self.file is not None:
             try:
-                self.file.save(state)
+                self.offload(self.file.save, state)
             except OSError as exc:
                 LOG.error("policy snapshot %s not written (version %d is enforced from "
                           "memory only): %s", self.file.path, state.version, exc)

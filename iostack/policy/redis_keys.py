@@ -22,6 +22,9 @@ key (after the prefix)                type     value
 ``marker``                            string   the store's epoch, set by the controller that
                                                set the namespace up (or restored it); without
                                                it nodes apply nothing from the store
+``revoked``                           string   ``{"reason", "by", "at"}`` while an operator has
+                                               revoked the store's state: nodes that apply
+                                               such a version refuse writes (503)
 ``policy_nodes``                      hash     ``<proxy>/<pid>`` -> the policy version that
                                                worker enforces (``iostack.policy.reader``)
 ``actors``                            hash     policy id -> its actor's state JSON
@@ -73,6 +76,7 @@ class KeySpace:
         self.objrules = prefix + "objrules"
         self.version = prefix + "version"
         self.marker = prefix + "marker"
+        self.revoked = prefix + "revoked"
         self.actors = prefix + "actors"
         self.policy_nodes = prefix + "policy_nodes"
         self.qos = prefix + "qos"

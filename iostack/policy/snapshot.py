@@ -10,6 +10,10 @@ types, with the store's ``version`` and ``marker`` (its epoch).
   vocabulary, the version and the marker, so a copy is always one version
   of the store, never a mix. A store without its marker (flushed, restarted
   empty) gives no state: an empty store is not "no policy".
+- **Revocation** (``revoked``: the operator's reason, empty when none) is
+  part of the state: a version that revokes is applied, persisted and
+  enforced like any other, and a node enforcing it refuses writes
+  (``iostack.policy.reader``) until a later version reinstates the rules.
 - **On disk** (``SnapshotFile``): the raw state (values as stored, JSON
   strings; nothing is evaluated) in a JSON document with its format, key
   prefix, version and a SHA-256 of the canonical state, written owner-only
@@ -42,7 +46,7 @@ FORMAT = 1
 
 # ARGV: prefix, the glob of its rules keys. Returns version, marker ('' if none), then
 # (only with a marker) the rules keys with their hashes, tenant_groups, objrules,
-# filters, object_types (hashes as flat lists).
+# filters, object_types (hashes as flat lists) and the revocation ('' if none).
 STATE_LUA = """
 local p = ARGV[1]
 local version = redis.call('GET', p .. 'version') or '0'
@@ -58,7 +62,7 @@ repeat
 until cursor == '0'
 return {version, marker, rules, redis.call('HGETALL', p .. 'tenant_groups'),
         redis.call('HGETALL', p .. 'objrules'), redis.call('HGETALL', p .. 'filters'),
-        redis.call('HGETALL', p .. 'object_types')}
+        redis.call('HGETALL', p .. 'object_types'), redis.call('GET', p .. 'revoked') or ''}
 """
 
 RAW_PARTS = ("tenant_groups", "objrules", "filters", "object_types")
@@ -84,6 +88,7 @@ class PolicyState:
     objrules: frozenset[str] = frozenset()
     filters: dict[str, FilterMetadata] = field(default_factory=dict)
     object_types: dict[str, list[str]] = field(default_factory=dict)
+    revoked: str = ""  # why an operator revoked the rules; "" when they stand
 
     @classmethod
     def decode(cls, version: int, marker: str, raw: dict[str, Any]) -> PolicyState:
@@ -96,7 +101,8 @@ class PolicyState:
                    frozenset(raw["objrules"]),
                    {n: FilterMetadata.from_json(json.loads(v))
                     for n, v in raw["filters"].items()},
-                   {n: json.loads(v) for n, v in raw["object_types"].items()})
+                   {n: json.loads(v) for n, v in raw["object_types"].items()},
+                   revocation_reason(raw.get("revoked", "")))
 
     def levels(self, request: RequestInfo) -> list[Level]:
         """The levels that concern ``request``, most general first, as the store holds them.
@@ -116,6 +122,17 @@ class PolicyState:
 
     def checksum(self) -> str:
         return checksum(self.version, self.marker, self.raw)
+
+
+def revocation_reason(stored: str) -> str:
+    """The reason of a stored revocation (``{"reason", "by", "at"}`` JSON), "" for none."""
+    if not stored:
+        return ""
+    try:
+        document = json.loads(stored)
+        return str(document.get("reason") or "no reason given")
+    except (ValueError, AttributeError):
+        return "revoked (unreadable record)"
 
 
 def checksum(version: int, marker: str, raw: dict[str, Any]) -> str:
@@ -142,8 +159,9 @@ class StateScript:
         flat = reply[2]
         raw: dict[str, Any] = {"rules": {_s(flat[i])[start:]: _pairs(flat[i + 1])
                                          for i in range(0, len(flat), 2)}}
-        for name, part in zip(RAW_PARTS, reply[3:], strict=True):
+        for name, part in zip(RAW_PARTS, reply[3:7], strict=True):
             raw[name] = _pairs(part)
+        raw["revoked"] = _s(reply[7])
         return version, PolicyState.decode(version, marker, raw)
 
 

@@ -11,7 +11,8 @@ Config options read here: ``redis_url``, ``key_prefix``, ``policy_snapshot``
 ``/var/lib/iostack/policy-<digest>.json``, the digest naming the store's
 address and prefix, so two stacks on one host never share a copy; the
 directory must be writable by the proxy's user) and ``policy_poll_interval``
-(1 s). See ``iostack.policy.reader``.
+(1 s). See ``iostack.policy.reader``. In a worker that eventlet patched
+(Swift's), the reader writes its copy through eventlet's thread pool.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import os
 import threading
 from typing import Any
 from urllib.parse import urlsplit
+
+from eventlet import patcher, tpool
 
 from iostack.policy.reader import PolicyReader
 
@@ -60,5 +63,7 @@ def shared_reader(settings: dict[str, Any]) -> PolicyReader:
     with _lock:
         reader = _readers.get(key)
         if reader is None:
-            reader = _readers[key] = PolicyReader(**settings)
+            green = patcher.is_monkey_patched("thread")
+            reader = _readers[key] = PolicyReader(
+                **settings, **({"offload": tpool.execute} if green else {}))
         return reader

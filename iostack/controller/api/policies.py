@@ -1,5 +1,7 @@
-"""``/v1/policies``: add (atomically), validate, list, show and remove policies, and
-which version each proxy worker enforces (``/v1/policies/status``)."""
+"""``/v1/policies``: add (atomically), validate, list, show and remove policies,
+which version each proxy worker enforces (``/v1/policies/status``), and the
+operator's revocation of the store's state (``/v1/policies/revocation``: PUT
+with a reason, DELETE to reinstate; ``iostack.policy.reader``)."""
 
 from __future__ import annotations
 
@@ -64,6 +66,18 @@ def status():
     require_admin()
     controller = ctl()
     return jsonify(policy_status(controller.redis, controller.keys))
+
+
+@bp.put("/revocation")
+def revoke():
+    principal = require_admin()
+    return jsonify(revoked=ctl().store.revoke(field(body(), "reason"), who=principal.name))
+
+
+@bp.delete("/revocation")
+def reinstate():
+    require_admin()
+    return jsonify(reinstated=ctl().store.reinstate())
 
 
 @bp.get("/<pid>")

@@ -10,16 +10,29 @@ connect to one proxy tries the other, as a load balancer would):
     succeeds at quorum; one replication pass heals node2;
 (b) a proxy is killed: the other serves every request, and metrics keep
     arriving from it; ``aio start`` brings the killed one back;
-(c) the controller, Redis and RabbitMQ are stopped and started again, one at
-    a time, and Redis is also hung (``CLIENT PAUSE``) and flushed: no request
-    fails (the proxies enforce their local copies of the policies, and store
-    every object filtered, under a policy added just before the outage); a
-    policy change while Redis is down gets the controller's 503 and is not
-    applied.
+(c) the controller and RabbitMQ are stopped and started again;
+(d) the policy store (a master, two replicas, three Sentinels) goes through
+    four faults in a row: the master killed for ``MASTER_DOWN`` seconds (a
+    replica is promoted; ``aio start`` brings the old master back as a
+    replica), the master hung with ``CLIENT PAUSE`` for ``HANG`` seconds, the
+    master restarted empty (its data deleted, restarted at once, before the
+    Sentinels call it down: the replicas copy the empty store), and
+    ``FLUSHALL``. No tenant request fails in any of them, and none takes as
+    long as the hang (requests never wait for the store): the proxies
+    enforce their local copies, under a policy added just before the faults.
+    A policy change made while no master is writable gets the controller's
+    503 and is not applied; policy changes succeed again once a replica is
+    promoted (the time is measured and printed) and reach every worker. The
+    controller's guardian refills the store after the restart and the flush.
+
+``MASTER_DOWN`` is 30 s, as long as an operator takes to notice; ``HANG``
+is 10 s, three times Sentinel's ``down-after`` (so a hung master is also
+failed over, and requests go on meanwhile).
 
 At the end every object a PUT acknowledged reads back intact and has a
-replica on every node, and no ``.data`` file on any node's device holds the
-plaintext marker. The counts are printed and asserted.
+replica on every node, no ``.data`` file on any node's device holds the
+plaintext marker, and every replica of an object written during a store
+fault records encryption. The counts are printed and asserted.
 
 Before the faults, on the same cluster, ``iostack doctor`` given the proxy
 host's and every node's Swift directory finds both proxies' and the three
@@ -48,18 +61,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 import swiftclient
 from swift.obj.diskfile import read_metadata
 from swift_confs import pipeline, read_conf, set_pipeline, write_conf
 
 from iostack.aio.netns import ClusterNetwork, namespaces
 from iostack.aio.processes import ProcessManager
-from iostack.aio.services import wait_until
+from iostack.aio.redis_set import RedisSet
+from iostack.aio.services import Services, wait_until
 from iostack.aio.session import StackStartError, aio_command, started_stack
 from iostack.controller.client import ControllerClient, ControllerError
 from iostack.doctor.cli import diagnose, find_configs
 from iostack.monitoring.bus import Consumer, metrics_exchange, wait_connected
-from iostack.policy.connection import connect
 from iostack.swift_middleware.enforce.record import PIPELINE_HEADER
 
 pytestmark = pytest.mark.integration
@@ -70,6 +84,9 @@ POLICIES = {"t1": "SET COMPRESSION WITH algorithm=zstd, SET ENCRYPTION",
             "t2": "SET COMPRESSION WITH algorithm=gzip, SET ENCRYPTION"}
 CONTAINER = "faults"
 PROXY_WORKERS = 2
+MASTER_DOWN = 30  # s the store's master stays killed
+HANG = 10  # s the store's master is paused (CLIENT PAUSE)
+STORE_FAULTS = ("redis master killed", "redis hung", "redis restarted empty", "redis flushed")
 
 
 @pytest.fixture(scope="module")
@@ -106,6 +123,7 @@ class Load:
     examples: list[tuple[str, str, Any, str, str]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     started: dict[str, float] = field(default_factory=dict)  # phase -> when it began
+    slowest: dict[str, float] = field(default_factory=dict)  # phase -> longest request, s
 
     def enter(self, phase: str) -> None:
         self.started[phase] = time.monotonic()
@@ -157,10 +175,14 @@ class Load:
         with self.lock:
             self.made[phase] += 1
         status, trans_id, body = None, "", ""
+        began = time.monotonic()
         for conn in random.sample(conns, len(conns)):  # a load balancer's pick, then failover
             try:
                 call(conn)
                 on_ok()
+                with self.lock:
+                    self.slowest[phase] = max(self.slowest.get(phase, 0.0),
+                                              time.monotonic() - began)
                 return
             except swiftclient.ClientException as exc:
                 status = exc.http_status
@@ -275,17 +297,15 @@ def stored_replicas(cluster: dict[str, Any]) -> dict[str, dict[str, bytes]]:
     return found
 
 
-def stored_compression(cluster: dict[str, Any]) -> dict[str, set[str]]:
-    """Object path -> the compression algorithms its replicas' filter records name."""
-    found: dict[str, set[str]] = {}
+def stored_records(cluster: dict[str, Any]) -> dict[str, list[list[dict[str, Any]]]]:
+    """Object path -> the filter record of each of its replicas, on every node."""
+    found: dict[str, list[list[dict[str, Any]]]] = {}
     for node in cluster["nodes"]:
         for data in Path(node["devices"]).glob("*/objects/*/*/*/*.data"):
             with open(data, "rb") as f:
                 metadata = read_metadata(f)
-            record = json.loads(metadata.get(PIPELINE_HEADER, "[]"))
-            found.setdefault(metadata["name"], set()).update(
-                entry["params"].get("algorithm", "") for entry in record
-                if entry["name"] == "compression")
+            found.setdefault(metadata["name"], []).append(
+                json.loads(metadata.get(PIPELINE_HEADER, "[]")))
     return found
 
 
@@ -309,19 +329,119 @@ def serves(conn: swiftclient.Connection) -> bool:
         return False
 
 
-def hang_and_flush_redis(cluster: dict[str, Any], load: Load) -> None:
-    """Redis hung (``CLIENT PAUSE``), then flushed: requests go on under the version held,
-    and the controller's guardian restores the store."""
-    store = connect(cluster["redis_url"])
+def store_members(cluster: dict[str, Any]) -> RedisSet:
+    """The cluster's Redis servers and Sentinels, as ``aio start`` recorded them."""
+    services = Services(Path(cluster["state_dir"]), ProcessManager(Path(cluster["state_dir"])),
+                        30)
+    services.redis_sentinel = True
+    return services.redis_set()
+
+
+def store_state(cluster: dict[str, Any]) -> dict[str, Any]:
+    """What each Redis server holds and the controller last said of the store (a failure's
+    report)."""
+    members = store_members(cluster)
+    servers = {}
+    for name, port in members.ports.items():
+        try:
+            client = redis.Redis("127.0.0.1", port, password=members.password, socket_timeout=1)
+            role = client.execute_command("ROLE")[0]
+            servers[name] = (role, None if name.startswith("sentinel") else client.dbsize())
+        except redis.RedisError as exc:
+            servers[name] = str(exc)
+    log = (Path(cluster["log_dir"]) / "controller.log").read_text(errors="replace")
+    return {"servers": servers, "master": members.current_master(),
+            "controller": [line for line in log.splitlines() if "store" in line][-8:]}
+
+
+def restores(cluster: dict[str, Any]) -> int:
+    """How many times the controller's guardian refilled an unmarked store."""
+    log = Path(cluster["log_dir"]) / "controller.log"
+    return log.read_text(errors="replace").count("had lost its marker")
+
+
+def kill_master(cluster: dict[str, Any], load: Load, admin: ControllerClient) -> float:
+    """The master killed for ``MASTER_DOWN`` s; return the seconds until a policy change
+    succeeded again (a replica promoted, the controller following it)."""
+    members = store_members(cluster)
+    processes = members.processes
+    master = members.member_at(members.current_master())
+    killed = time.monotonic()
+    run_phase(load, "redis master killed", 0, lambda: stop(processes, master))
+    # No master is writable yet: the controller's 503, nothing applied.
+    with pytest.raises(ControllerError) as refused:
+        admin.add_policies(f"FOR CONTAINER AUTH_t2/{CONTAINER} DO SET NOOP")
+    assert refused.value.status == 503 and "policy store (Redis) unavailable" in \
+        str(refused.value), refused.value
+    writable = None
+    while writable is None and time.monotonic() - killed < MASTER_DOWN:
+        try:
+            admin.add_policies("FOR CONTAINER AUTH_t3/failover DO SET NOOP")
+            writable = time.monotonic() - killed
+        except ControllerError as exc:
+            assert exc.status == 503, exc
+            time.sleep(0.2)
+    assert writable is not None, f"no policy change succeeded within {MASTER_DOWN} s"
+    assert members.current_master() != members.ports[master]
+    # The change made through the promoted master reaches every worker.
+    wait_for(lambda: admin.policy_status()["converged"], 30,
+             "every proxy worker enforcing the change made after the failover",
+             lambda: admin.policy_status())
+    time.sleep(max(0.0, MASTER_DOWN - (time.monotonic() - killed)))
+    start_again(cluster)  # the old master comes back as a replica of the promoted one
+    assert processes.find(master) and members.current_master() != members.ports[master]
+    run_phase(load, "redis master back", 3)
+    assert not [p for p in admin.policies() if "AUTH_t2" in p["text"]]
+    return writable
+
+
+def restart_master_empty(cluster: dict[str, Any], load: Load) -> None:
+    """The master's data deleted and the master restarted at once, as a supervisor
+    would, before the Sentinels call it down: it and its replicas hold nothing."""
+    members = store_members(cluster)
+    master = members.member_at(members.current_master())
+    proc = members.processes.find(master)
+    assert proc is not None
+    data = Path(cluster["state_dir"]) / "redis" / master
+
+    def fault() -> None:
+        os.killpg(proc.pid, 9)
+        assert wait_until(lambda: members.processes.find(master) is None, 5, 0.01)
+        shutil.rmtree(data)
+        members.start()  # as `aio start` does: the Sentinels still name it the master
+
+    run_phase(load, "redis restarted empty", 5, fault)
+
+
+def on_master(cluster: dict[str, Any], *command: str) -> Any:
+    """``command`` on the master the Sentinels name now, on a connection of its own (a
+    pooled one may still point at a demoted master)."""
+    members = store_members(cluster)
+    client = redis.Redis("127.0.0.1", members.current_master(), password=members.password,
+                         socket_timeout=5)
     try:
-        run_phase(load, "redis hung", 8,
-                  lambda: store.execute_command("CLIENT", "PAUSE", "6000", "ALL"))
-        run_phase(load, "redis flushed", 3, store.flushall)
-        marker = f"{cluster['key_prefix']}marker"
-        wait_for(lambda: store.exists(marker), 30, "the guardian restoring the store")
-        run_phase(load, "redis restored", 3)
+        return client.execute_command(*command)
     finally:
-        store.close()
+        client.close()
+
+
+def store_faults(cluster: dict[str, Any], load: Load, admin: ControllerClient) -> float:
+    """(d) of the module docstring; return the seconds until policy changes succeeded
+    again after the master was killed."""
+    writable = kill_master(cluster, load, admin)
+    marker = f"{cluster['key_prefix']}marker"
+    run_phase(load, "redis hung", HANG + 2,
+              lambda: on_master(cluster, "CLIENT", "PAUSE", str(HANG * 1000), "ALL"))
+    for fault in (lambda: restart_master_empty(cluster, load),
+                  lambda: run_phase(load, "redis flushed", 3,
+                                    lambda: on_master(cluster, "FLUSHALL"))):
+        before = restores(cluster)
+        fault()
+        wait_for(lambda before=before: restores(cluster) > before
+                 and on_master(cluster, "EXISTS", marker), 30,
+                 "the guardian refilling the emptied store", lambda: store_state(cluster))
+    run_phase(load, "redis restored", 3)
+    return writable
 
 
 def stop(processes: ProcessManager, service: str) -> None:
@@ -439,36 +559,30 @@ def test_faults_lose_nothing_and_store_nothing_unfiltered(cluster, load, metrics
     start_again(cluster)
     run_phase(load, "proxy back", 5)
 
-    # (c) controller, Redis and RabbitMQ restarted one at a time.
+    # (c) the controller and RabbitMQ restarted, and (d) the policy store's faults.
     probe = load.connections("t1")[0]
     admin = ControllerClient(cluster["controller_url"], cluster["admin_token"])
+    writable = 0.0
     for service in ("controller", "redis", "rabbitmq"):
         if service == "redis":
-            # A policy added just before the outage: every worker enforces it during it.
+            # A policy added just before the faults: every worker enforces it during them.
             admin.add_policies(f"FOR CONTAINER AUTH_t1/{CONTAINER} DO SET COMPRESSION "
                                "WITH algorithm=gzip")
             wait_for(lambda: admin.policy_status()["converged"], 30,
                      "every proxy worker enforcing the new policy",
                      lambda: admin.policy_status())
+            writable = store_faults(cluster, load, admin)
+            continue
         if service == "rabbitmq":
             # A worker's reporter starts with its first tenant request: the workers
             # publishing now (every one that served a request) must publish again.
             publishing = metrics.heard_since(time.monotonic() - 3, "proxy-")
             assert len({source.rsplit("-", 1)[0] for source in publishing}) == 2, publishing
         run_phase(load, f"{service} down", 6, lambda service=service: stop(processes, service))
-        if service == "redis":
-            # A change while no master is writable: the controller's 503, nothing applied.
-            with pytest.raises(ControllerError) as refused:
-                admin.add_policies(f"FOR CONTAINER AUTH_t2/{CONTAINER} DO SET NOOP")
-            assert refused.value.status == 503 and "policy store (Redis) unavailable" in \
-                str(refused.value), refused.value
         start_again(cluster)
         load.enter(f"{service} returning")
         wait_for(lambda: serves(probe), 60, f"the stack serving again after {service}")
         run_phase(load, f"{service} back", 5)
-        if service == "redis":
-            assert not [p for p in admin.policies() if "AUTH_t2" in p["text"]]
-            hang_and_flush_redis(cluster, load)
     since = time.monotonic()
     wait_for(lambda: publishing <= metrics.heard_since(since, "proxy-"), 60,
              f"metrics after the broker's restart from every worker publishing before it "
@@ -494,6 +608,9 @@ def test_faults_lose_nothing_and_store_nothing_unfiltered(cluster, load, metrics
     print(f"failed at the client: {sum(load.failed.values())} {dict(load.failed)}")
     print(f"failures by phase, method and status: {dict(load.failures)}")
     print(f"seconds per phase: {durations}")
+    print(f"longest request per phase (s): "
+          f"{ {phase: round(t, 2) for phase, t in load.slowest.items()} }")
+    print(f"master killed -> policy changes succeed again: {writable:.1f} s")
     for example in load.examples:
         print("failure (phase, method, status, transaction, body):", example)
         print("".join(log_lines(cluster, example[3])), end="")
@@ -505,13 +622,21 @@ def test_faults_lose_nothing_and_store_nothing_unfiltered(cluster, load, metrics
     assert unfiltered == 0
     assert missing == 0
     assert load.made["node down"] > 20 and load.made["proxy killed"] > 20
-    assert load.made["redis down"] > 20 and load.made["redis hung"] > 20
-    # Written by t1 while the store was down, hung or flushed: under the policy added
-    # just before (gzip over the tenant's zstd), on every replica.
-    compression = stored_compression(cluster)
-    during = [f"/AUTH_t1/{CONTAINER}/{name}" for (tenant, name), phase in load.written_in.items()
-              if tenant == "t1" and phase in ("redis down", "redis hung", "redis flushed")]
-    assert during and {p for p in during if compression.get(p) != {"gzip"}} == set()
+    assert all(load.made[phase] > 10 for phase in STORE_FAULTS), dict(load.made)
+    # A hung store never holds a request: none took as long as the hang.
+    assert load.slowest["redis hung"] < HANG, load.slowest
+    # Written while the store was killed, hung, emptied or flushed: encrypted on every
+    # replica, and t1's under the policy added just before (gzip over its zstd).
+    records = stored_records(cluster)
+    during = {(tenant, f"/AUTH_{tenant}/{CONTAINER}/{name}")
+              for (tenant, name), phase in load.written_in.items() if phase in STORE_FAULTS}
+    assert {tenant for tenant, _path in during} == set(TENANTS)
+    assert {path for _tenant, path in during
+            if len(records.get(path, [])) != 3
+            or not all(any(e["name"] == "encryption" for e in r) for r in records[path])} == set()
+    assert {path for tenant, path in during if tenant == "t1" and {
+        e["params"].get("algorithm") for r in records[path] for e in r
+        if e["name"] == "compression"} != {"gzip"}} == set()
     # Quorum and failover: the node and the proxy faults cost no request; neither do
     # the controller (not on the data path), Redis (every worker enforces its local
     # copy of the policies) nor the broker (metrics wait in a buffer).

@@ -240,3 +240,24 @@ def test_a_proxy_that_never_held_a_version_refuses_writes_naming_the_cause(stack
         store.start()
     # The store back (refilled by the guardian): the proxy takes its version and serves.
     assert wait_until(lambda: _put_status(conn, container, "copy-back", b"body")[0] == 201, 30)
+
+
+def test_a_revoked_store_makes_every_write_fail_closed_naming_the_reason(stack):
+    info, _store = stack
+    admin = ControllerClient(info["controller_url"], info["admin_token"])
+    conn = _tenant(info)
+    container = f"fc-{uuid.uuid4().hex[:8]}"
+    conn.put_container(container)
+    conn.put_object(container, "kept", b"body")
+    admin.revoke("store written by an unknown client")
+    try:
+        assert wait_until(lambda: _put_status(conn, container, "probe", b"x")[0] == 503, 10)
+        status, message = _put_status(conn, container, "refused", b"body")
+        assert status == 503 and "revoked by an operator: store written by an unknown" \
+            in message, (status, message)
+        assert not _exists(conn, container, "refused")
+        assert conn.get_object(container, "kept")[1] == b"body"  # reads go on
+        assert admin.policy_status()["revoked"]["reason"] == "store written by an unknown client"
+    finally:
+        admin.reinstate()
+    assert wait_until(lambda: _put_status(conn, container, "after", b"body")[0] == 201, 10)

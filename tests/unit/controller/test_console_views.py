@@ -324,3 +324,12 @@ def test_the_policies_page_shows_each_workers_version_and_who_is_behind(client, 
                       r'<td>(\d+) s</td>.*?badge \w+">(\w+)<', html, re.S)
     assert rows == [("10.0.0.1:8080/11", str(version), "30", "current"),
                     ("10.0.0.2:8080/12", str(version - 1), "30", "behind")]
+
+
+def test_the_policies_page_shows_a_revocation(client, admin):
+    log_in(client)
+    assert 'id="revoked"' not in client.get("/ui/policies").get_data(as_text=True)
+    client.put("/v1/policies/revocation", json={"reason": "audit pending"}, headers=admin)
+    html = client.get("/ui/policies").get_data(as_text=True)
+    assert 'id="revoked"' in html and "audit pending" in html
+    client.delete("/v1/policies/revocation", headers=admin)

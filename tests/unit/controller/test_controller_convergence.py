@@ -72,3 +72,20 @@ def test_the_guardian_forgets_workers_silent_for_long(store, redis_client, keys,
             {"version": 1, "applied": now - ago, "reported": now - ago}))
     StoreGuardian(redis_client, keys, tmp_path / "journal.json").tick()
     assert list(redis_client.hkeys(keys.policy_nodes)) == ["quiet/2"]
+
+
+def test_an_administrator_revokes_and_reinstates_the_store_through_the_api(
+        client, admin, redis_client, keys):
+    before = int(redis_client.get(keys.version) or 0)
+    assert client.put("/v1/policies/revocation", json={"reason": "x"}).status_code == 401
+    revoked = client.put("/v1/policies/revocation", json={"reason": "store compromised"},
+                         headers=admin)
+    assert revoked.status_code == 200 and revoked.json["revoked"]["reason"] == "store compromised"
+    assert int(redis_client.get(keys.version)) == before + 1  # a version the nodes apply
+    status = client.get("/v1/policies/status", headers=admin).json
+    assert status["revoked"]["reason"] == "store compromised"
+    assert "REVOKED" in policy_status_view(status) and "store compromised" in \
+        policy_status_view(status)
+    assert client.delete("/v1/policies/revocation", headers=admin).json == {"reinstated": True}
+    assert client.get("/v1/policies/status", headers=admin).json["revoked"] is None
+    assert not redis_client.exists(keys.revoked)

@@ -140,3 +140,21 @@ def test_a_change_is_journaled_when_committed_so_a_store_lost_at_once_keeps_it(
     assert guardian.tick() == "restored"
     after = store.explain("PUT", "/v1/AUTH_t1/secure/o")[1].pipeline
     assert [e.filter for e in after] == ["encryption"]
+
+
+def test_a_registry_change_is_journaled_when_committed(registries, redis_client, keys, tmp_path):
+    guardian = StoreGuardian(redis_client, keys, tmp_path / "journal.json")
+    assert guardian.tick() == "journaled"
+    registries.after_commit = guardian.journal_committed  # as the controller wires it
+    registries.put_object_type("LEDGER", [r".*\.ledger$"])
+    registries.put_group("gold", ["t1"])
+    journaled = json.loads((tmp_path / "journal.json").read_text())["keys"]
+    assert "LEDGER" in journaled[keys.object_types]["value"]
+    assert json.loads(journaled[keys.groups]["value"]["gold"]) == ["AUTH_t1"]
+    for key in redis_client.scan_iter(keys.prefix + "*"):  # lost before the next tick
+        redis_client.delete(key)
+    assert guardian.tick() == "restored"
+    assert "LEDGER" in registries.list("object_types")
+    registries.delete("object_types", "LEDGER")
+    journaled = json.loads((tmp_path / "journal.json").read_text())["keys"]
+    assert "LEDGER" not in journaled[keys.object_types]["value"]

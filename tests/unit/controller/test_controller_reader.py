@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from iostack.controller.registry import Registries
+from iostack.controller.registry import Registries, RegistryError
 from iostack.controller.store import PolicyStore
 from iostack.policy.reader import RETRY_AFTER, PolicyReader, PolicyStoreUnavailable
 from iostack.policy.redis_keys import KeySpace
@@ -288,3 +288,54 @@ def test_paused_and_flushed_store_writes_go_on_under_the_last_version(private_re
     finally:
         reader.close()
         client.close()
+
+
+def test_a_revoked_state_fails_closed_naming_the_reason_and_survives_a_restart(
+        store, keys, shared_redis_url, tmp_path):
+    path = encryption_copy_on_disk(store, keys, shared_redis_url, tmp_path)
+    reader = PolicyReader(shared_redis_url, prefix=keys.prefix, snapshot=path)
+    try:
+        assert [f for f, *_ in pipeline_of(reader)] == ["encryption"]
+        store.revoke("backup restored from an untrusted host", who="admin")
+        assert reader.wait_version(int(store.redis.get(keys.version)))
+        with pytest.raises(PolicyStoreUnavailable,
+                           match="revoked by an operator: backup restored from an untrusted"):
+            pipeline_of(reader)
+        assert wait_until(lambda: saved_version(path, keys) == reader.version)
+    finally:
+        reader.close()
+    # A node restarted while the store is down does not fall back to the older copy.
+    restarted = PolicyReader(UNREACHABLE, prefix=keys.prefix, snapshot=path)
+    try:
+        with pytest.raises(PolicyStoreUnavailable, match="revoked by an operator"):
+            pipeline_of(restarted)
+    finally:
+        restarted.close()
+    reader = PolicyReader(shared_redis_url, prefix=keys.prefix, snapshot=path)
+    try:
+        assert store.reinstate() and not store.reinstate()
+        assert reader.wait_version(int(store.redis.get(keys.version)))
+        assert [f for f, *_ in pipeline_of(reader)] == ["encryption"]
+    finally:
+        reader.close()
+    with pytest.raises(RegistryError, match="needs a reason"):
+        store.revoke("  ")
+
+
+def test_the_copy_is_written_through_offload(store, keys, shared_redis_url, tmp_path):
+    """A proxy worker passes eventlet's thread pool: the fsyncs never stop its hub."""
+    calls = []
+
+    def offload(function, *args):
+        calls.append(function.__name__)
+        return function(*args)
+
+    reader = PolicyReader(shared_redis_url, prefix=keys.prefix, snapshot=tmp_path / "p.json",
+                          offload=offload)
+    try:
+        store.submit("FOR TENANT t1 DO SET noop")
+        assert reader.wait_version(int(store.redis.get(keys.version)))
+        assert wait_until(lambda: calls == ["save"] * len(calls) and calls)
+        assert saved_version(tmp_path / "p.json", keys) == reader.version
+    finally:
+        reader.close()

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import secrets
+import shutil
+import subprocess
 import time
 
 import pytest
 import redis
 from redis.sentinel import SentinelConnectionPool
 
-from iostack.policy.connection import CONNECT_TIMEOUT, STORE_TIMEOUT, connect, sentinel_target
+from iostack.aio.services import free_port, wait_until
+from iostack.policy.connection import (
+    ATTEMPTS,
+    CONNECT_TIMEOUT,
+    STORE_TIMEOUT,
+    connect,
+    sentinel_target,
+)
 
 
 def test_a_sentinel_url_names_hosts_service_db_and_passwords():
@@ -51,3 +61,32 @@ def test_no_sentinel_answering_fails_within_the_timeout_instead_of_hanging():
     with pytest.raises(redis.ConnectionError):
         client.ping()
     assert time.monotonic() - start < 10
+
+
+def test_a_hung_store_fails_a_command_within_the_documented_bound(tmp_path):
+    """A Redis hung with CLIENT PAUSE under an open connection: ATTEMPTS x the command
+    timeout, not redis-py's default of 3 retries with backoff (15 s and more)."""
+    port, password = free_port(), secrets.token_hex(8)
+    server = subprocess.Popen(  # noqa: S603 - fixed argv
+        [shutil.which("redis-server") or "/usr/bin/redis-server", "--port", str(port),
+         "--bind", "127.0.0.1", "--requirepass", password, "--save", "", "--dir",
+         str(tmp_path)], stdout=subprocess.DEVNULL)
+    try:
+        client = connect(f"redis://:{password}@127.0.0.1:{port}/0", socket_timeout=0.5)
+        assert wait_until(lambda: _pings(client), 10)
+        client.execute_command("CLIENT", "PAUSE", "5000", "ALL")
+        start = time.monotonic()
+        with pytest.raises(redis.TimeoutError):
+            client.get("k")
+        elapsed = time.monotonic() - start
+        assert 0.5 * ATTEMPTS <= elapsed < 0.5 * ATTEMPTS + 0.5, elapsed
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def _pings(client: redis.Redis) -> bool:
+    try:
+        return bool(client.ping())
+    except redis.RedisError:
+        return False

@@ -1,0 +1,172 @@
+"""Redis with replicas under Sentinel: the cluster mode's policy store.
+
+A single Redis would be the cluster's one control-plane process whose loss
+stops policy changes until someone restarts it. In the cluster mode
+(``--nodes 3``) the all-in-one therefore starts, when no Redis URL is
+configured, the smallest set Redis documents as highly available:
+
+- three ``redis-server`` processes (``redis``, ``redis2``, ``redis3``): one
+  master, two replicas (``replicaof``), each with its own data directory
+  (``<state>/redis/<name>/``, ``appendonly yes``) and config
+  (``<state>/etc/<name>.conf``);
+- three Sentinels (``sentinel``, ``sentinel2``, ``sentinel3``; Debian's
+  ``redis-sentinel``) monitoring the master as service ``iostack`` with a
+  quorum of 2; a master that does not answer for ``DOWN_AFTER_MS`` is
+  replaced by a replica (``FAILOVER_TIMEOUT_MS`` bounds one attempt).
+
+A master takes writes only while at least one replica is in sync with it
+(``min-replicas-to-write 1``, ``min-replicas-max-lag 5``): a master that
+was cut off or hung while a replica was promoted, and comes back still
+believing it is the master, refuses writes (``NOREPLICAS``) until the
+Sentinels turn it into a replica, so no client that still holds a
+connection to it has a write acknowledged and then silently dropped (the
+controller answers 503 instead). The set counts as started when its master
+takes writes (``writable``).
+
+Every process binds 127.0.0.1 only (the storage nodes never talk to Redis)
+and requires the stack's generated password (``redis_password``), servers
+and Sentinels alike (``masterauth``, ``sentinel auth-pass``,
+``sentinel sentinel-pass``). Every component is given the one URL
+
+    redis+sentinel://:PASSWORD@127.0.0.1:S1,127.0.0.1:S2,127.0.0.1:S3/iostack/0
+
+(``iostack.policy.connection``) and so follows a failover without a restart.
+
+``start()`` starts the members that are not running and leaves the others
+alone. A server started while others run joins the master the Sentinels
+name (or, with no Sentinel up, the one that says it is master), unless it
+is that master itself (restarted before a failover): so ``iostack aio
+start`` after a killed master brings it back as a replica of the promoted
+one. With nothing running, ``redis`` is the master, with its own data: a
+version the others held beyond it (it was a lagging replica at the stop)
+is caught by the controller's guardian, which restores its journal.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from urllib.parse import quote
+
+import redis
+
+from iostack.aio.processes import ProcessManager
+from iostack.aio.state import private_dir, write_private_text
+from iostack.policy.connection import connect
+
+SERVICE = "iostack"  # the Sentinels' name for the master
+SERVERS = ("redis", "redis2", "redis3")
+SENTINELS = ("sentinel", "sentinel2", "sentinel3")
+QUORUM = 2
+DOWN_AFTER_MS = 3000
+FAILOVER_TIMEOUT_MS = 10000
+MIN_REPLICAS = 1  # in sync with the master, for it to take a write
+MAX_LAG = 5  # s since a replica's last acknowledgement, for it to count as in sync
+HOST = "127.0.0.1"
+
+
+class RedisSetError(RuntimeError):
+    """A member cannot be started (its program is missing)."""
+
+
+def _program(name: str) -> str:
+    path = shutil.which(name)
+    if not path:
+        raise RedisSetError(f"{name} is not installed (run deploy/bootstrap.sh)")
+    return path
+
+
+class RedisSet:
+    """The servers and Sentinels of one state dir (see the module docstring)."""
+
+    def __init__(self, state_dir: Path, processes: ProcessManager, password: str,
+                 ports: dict[str, int]) -> None:
+        """``ports``: every member's port (chosen by the caller, kept across restarts)."""
+        self.state_dir = state_dir
+        self.processes = processes
+        self.password = password
+        self.ports = ports
+
+    @property
+    def url(self) -> str:
+        hosts = ",".join(f"{HOST}:{self.ports[name]}" for name in SENTINELS)
+        return f"redis+sentinel://:{quote(self.password, safe='')}@{hosts}/{SERVICE}/0"
+
+    def start(self) -> None:
+        """Start every member that is not running (servers first, then Sentinels)."""
+        master = self.current_master() or self.ports[SERVERS[0]]
+        for name in SERVERS:
+            if not self.processes.find(name):
+                self._start_server(name, None if master == self.ports[name] else master)
+        for name in SENTINELS:
+            if not self.processes.find(name):
+                self._start_sentinel(name, master)
+
+    def writable(self) -> bool:
+        """Whether the master the Sentinels name answers and has ``MIN_REPLICAS`` in sync."""
+        client = connect(self.url)
+        try:
+            replication = client.info("replication")
+            return int(replication.get("min_slaves_good_slaves", 0)) >= MIN_REPLICAS
+        except redis.RedisError:
+            return False
+        finally:
+            client.close()
+
+    def current_master(self) -> int | None:
+        """The master's port as a running Sentinel, else a running server, says; or None."""
+        for name in SENTINELS:
+            if self.processes.find(name):
+                try:
+                    address = self._client(name).execute_command(
+                        "SENTINEL", "GET-MASTER-ADDR-BY-NAME", SERVICE)
+                except redis.RedisError:
+                    continue
+                if address:
+                    return int(address[1])
+        for name in SERVERS:
+            if self.processes.find(name):
+                try:
+                    if self._client(name).execute_command("ROLE")[0] in (b"master", "master"):
+                        return self.ports[name]
+                except redis.RedisError:
+                    continue
+        return None
+
+    def member_at(self, port: int) -> str:
+        """The server's name listening on ``port`` (the tests find the master so)."""
+        return next(name for name in SERVERS if self.ports[name] == port)
+
+    def _client(self, name: str) -> redis.Redis:
+        return redis.Redis(HOST, self.ports[name], password=self.password, socket_timeout=1,
+                           socket_connect_timeout=1)
+
+    def _start_server(self, name: str, replicaof: int | None) -> None:
+        data = private_dir(self.state_dir / "redis" / name)
+        conf = self.state_dir / "etc" / f"{name}.conf"
+        write_private_text(conf, "\n".join([
+            f"bind {HOST}", f"port {self.ports[name]}", "protected-mode yes",
+            "daemonize no", f"dir {data}", 'logfile ""', "appendonly yes", 'save ""',
+            f"requirepass {self.password}", f"masterauth {self.password}",
+            "replica-serve-stale-data yes", f"min-replicas-to-write {MIN_REPLICAS}",
+            f"min-replicas-max-lag {MAX_LAG}", "repl-diskless-sync-delay 1",
+            *([f"replicaof {HOST} {replicaof}"] if replicaof else []), "",
+        ]))
+        self.processes.start(name, [_program("redis-server"), str(conf)])
+
+    def _start_sentinel(self, name: str, master: int) -> None:
+        # Sentinel rewrites its config (known replicas, Sentinels, epochs): a fresh
+        # one per start, in a directory of its own.
+        work = private_dir(self.state_dir / "redis" / name)
+        conf = work / "sentinel.conf"
+        write_private_text(conf, "\n".join([
+            f"bind {HOST}", f"port {self.ports[name]}", "daemonize no", f"dir {work}",
+            'logfile ""', f"requirepass {self.password}",
+            f"sentinel sentinel-pass {self.password}",
+            f"sentinel monitor {SERVICE} {HOST} {master} {QUORUM}",
+            f"sentinel auth-pass {SERVICE} {self.password}",
+            f"sentinel down-after-milliseconds {SERVICE} {DOWN_AFTER_MS}",
+            f"sentinel failover-timeout {SERVICE} {FAILOVER_TIMEOUT_MS}",
+            f"sentinel parallel-syncs {SERVICE} 1", "",
+        ]))
+        self.processes.start(name, [_program("redis-sentinel"), str(conf)])
