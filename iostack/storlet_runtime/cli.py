@@ -187,14 +187,29 @@ def _deploy(storlet: PythonStorlet, tenant: str | None) -> list[str]:
     return done
 
 
-def check_in_sandbox(info: dict[str, Any], tenant: str, storlet: PythonStorlet,
-                     keep: bool = True, big: bool = False) -> None:
+def run_check(where: list[str], code: bytes | None = None) -> str | None:
+    """Run ``upload_check WHERE...`` in its own process; the failure it names, or None.
+
+    ``code``: the storlet's code, on its standard input (``local``).
+    """
+    checked = subprocess.run(  # noqa: S603 - fixed argv: this interpreter, this package
+        [sys.executable, "-m", "iostack.storlet_runtime.upload_check", *where],
+        input=code, capture_output=True, timeout=UPLOAD_CHECK_TIMEOUT, check=False)
+    if checked.returncode == 0:
+        return None
+    try:
+        return json.loads(checked.stdout.decode().strip().splitlines()[-1])["error"]
+    except (ValueError, KeyError, IndexError):
+        return (checked.stderr.decode(errors="replace").strip().splitlines()
+                or ["no output"])[-1]
+
+
+def check_in_sandbox(info: dict[str, Any], tenant: str, storlet: PythonStorlet) -> None:
     """Run a version once in ``tenant``'s sandbox (``upload_check``); refuse it on failure.
 
     The version is stored first (the sandbox loads it from Swift, as on the
-    data path); it is removed again when it fails, or after the check when
-    not ``keep`` (``filter test``), unless it was already there (an
-    identical upload: objects may use it). ``big``: a 10 MiB sample too.
+    data path); it is removed again when it fails, unless it was already
+    there (an identical upload: objects may use it).
     """
     conn = _tenant_connections(info, tenant)[tenant]
     try:
@@ -204,35 +219,28 @@ def check_in_sandbox(info: dict[str, Any], tenant: str, storlet: PythonStorlet,
         existed = False
     enable_account(conn)
     upload_storlet(conn, storlet)
-    try:
-        checked = subprocess.run(  # noqa: S603 - fixed argv: this interpreter, this package
-            [sys.executable, "-m", "iostack.storlet_runtime.upload_check", info["swift_dir"],
-             _tenant_account(info, tenant), storlet.name,
-             hashlib.sha256(storlet.code).hexdigest(), *(["--big"] if big else [])],
-            capture_output=True, text=True, timeout=UPLOAD_CHECK_TIMEOUT, check=False)
-    finally:
-        if not existed and not keep:
-            conn.delete_object(STORLET_CONTAINER, storlet.name)
-    if checked.returncode == 0:
+    reason = run_check(["stack", info["swift_dir"], _tenant_account(info, tenant), storlet.name,
+                        hashlib.sha256(storlet.code).hexdigest()])
+    if reason is None:
         return
-    if not existed and keep:
+    if not existed:
         conn.delete_object(STORLET_CONTAINER, storlet.name)
-    try:
-        reason = json.loads(checked.stdout.strip().splitlines()[-1])["error"]
-    except (ValueError, KeyError, IndexError):
-        reason = (checked.stderr.strip().splitlines() or ["no output"])[-1]
     raise StorletValidationError(f"filter {storlet.name}: it failed its check in {tenant}'s "
                                  f"sandbox: {reason}. Nothing was registered.")
 
 
 def cmd_test(args: argparse.Namespace) -> int:
-    """``filter test FILE``: the upload's check in the tenant's sandbox, nothing registered."""
+    """``filter test FILE``: the upload's check (and 10 MiB) in a local sandbox of its own.
+
+    No stack needs to run: the sandbox is this host's bubblewrap, set up for
+    this one check and removed after it (``local``).
+    """
     storlet, _ = prepare_upload(Path(args.file), "test_upload", args.main)
-    info = load_aio_info()
-    tenant = args.tenant or sorted(info["tenants"])[0]
-    check_in_sandbox(info, tenant, storlet, keep=False, big=True)
+    reason = run_check(["local", storlet.name, storlet.main, "--big"], storlet.code)
+    if reason is not None:
+        raise StorletValidationError(f"{args.file}: {reason}")
     print(f"{args.file}: round trip, ranges, empty, one line, 300 KiB and 10 MiB bodies "
-          f"pass in {tenant}'s sandbox")
+          f"pass in a local sandbox")
     return 0
 
 
@@ -441,11 +449,11 @@ def cmd_new(args: argparse.Namespace) -> int:
 def add_test_parser(subparsers: Any, parents: list[argparse.ArgumentParser] = ()) -> None:
     """Add the ``test`` and ``new`` verbs: write a filter, run it in the sandbox."""
     test = subparsers.add_parser("test", parents=list(parents),
-                                 help="run your Python filter in the sandbox on sample data")
+                                 help="run your Python filter on sample data in a local "
+                                      "sandbox (no stack needed)")
     test.add_argument("file", help="the filter's Python source (a Storlets Python storlet)")
     test.add_argument("--main", help="Module.Class of the storlet (default: the only class "
                                      "with __call__)")
-    test.add_argument("--tenant", help="whose sandbox (default: the first tenant)")
     test.set_defaults(func=_guarded(cmd_test))
     new = subparsers.add_parser("new", parents=list(parents),
                                 help="write NAME.py, a working filter to start from")

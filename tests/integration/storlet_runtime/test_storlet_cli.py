@@ -109,17 +109,3 @@ def test_a_filter_that_fails_in_the_sandbox_is_refused_and_nothing_is_registered
     assert requests.get(f"{aio['controller_url']}/v1/filters/{name}", timeout=30,
                         headers={"X-Auth-Token": aio["admin_token"]}).status_code == 404
     assert {o["name"] for o in storlet_tenant.conn.get_container("storlet")[1]} == before
-
-
-def test_filter_new_writes_a_filter_that_filter_test_passes_in_the_sandbox(iostack, tmp_path,
-                                                                          storlet_tenant):
-    before = {o["name"] for o in storlet_tenant.conn.get_container("storlet")[1]}
-    assert iostack("filter", "new", "my_xor", "--dir", str(tmp_path)).returncode == 0
-    done = iostack("filter", "test", str(tmp_path / "my_xor.py"), "--tenant", "t1")
-    assert done.returncode == 0, done.stderr
-    assert "10 MiB" in done.stdout
-    broken = iostack("filter", "test", str(HERE / "broken_storlet.py"), "--main",
-                     "broken_storlet.RaisingStorlet", "--tenant", "t1")
-    assert broken.returncode == 2 and "encode failed" in broken.stderr
-    # Tested, not uploaded: the tenant's storlet container is as it was.
-    assert {o["name"] for o in storlet_tenant.conn.get_container("storlet")[1]} == before
