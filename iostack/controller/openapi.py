@@ -106,7 +106,9 @@ def openapi_document() -> dict[str, Any]:
             "Bandwidth SLOs per scope: target, rate assigned over all proxies and achieved, "
             "per direction, for the last interval; the configured capacity (admin)")},
         "/v1/filters/{name}/code": {
-            "put": _op("Upload a filter's code (runs sandboxed as a Storlet)", "201",
+            "put": _op("Upload a filter's code (runs sandboxed as a Storlet); it is run once "
+                       "on sample data in a sandbox first, and code that fails is refused "
+                       "(400 naming the failure) with nothing stored", "201",
                        {"type": "string", "format": "binary"}, [name],
                        body_type="application/octet-stream"),
             "get": _op("Download a filter's code", params=[name]),

@@ -5,8 +5,8 @@
 STORLET SHA256`` (its own process: the runner monkey-patches with eventlet,
 as Swift servers are), which drives the storlet through ``SandboxRunner``
 exactly as the data path does, in the account's own sandbox.
-``upload_check local STORLET MAIN [--big]`` (the code on stdin) runs the
-same check in a sandbox of its own (``local.LocalSandbox``: no Swift, no
+``upload_check local STORLET [MAIN] [--big]`` (the code on stdin, checked
+statically first) runs the same check in a sandbox of its own (``local.LocalSandbox``: no Swift, no
 stack), for ``iostack filter test`` and the controller's check of code
 uploaded through its API. The check:
 
@@ -93,10 +93,15 @@ def _check_in_stack(args: argparse.Namespace) -> None:
 
 
 def _check_local(args: argparse.Namespace) -> None:
+    from iostack.storlet_runtime.deploy import StorletValidationError, check_python_storlet
     from iostack.storlet_runtime.local import LOCAL_ACCOUNT, LocalSandbox
 
     code = sys.stdin.buffer.read()
-    with LocalSandbox(args.storlet, code, args.main, LOGGER) as runner:
+    try:
+        main = check_python_storlet(args.storlet, code, args.main).main
+    except StorletValidationError as exc:
+        raise CheckFailed(str(exc)) from None
+    with LocalSandbox(args.storlet, code, main, LOGGER) as runner:
         check(runner, LOCAL_ACCOUNT, args.storlet, hashlib.sha256(code).hexdigest(), args.big)
 
 
@@ -109,7 +114,7 @@ def main(argv: list[str]) -> int:
     stack.set_defaults(check=_check_in_stack)
     local = where.add_parser("local", help="in a sandbox of its own; the code on stdin")
     local.add_argument("storlet", help="its file name, <module>.py")
-    local.add_argument("main", help="<module>.<Class>")
+    local.add_argument("main", nargs="?", help="<module>.<Class> (default: its only storlet)")
     local.set_defaults(check=_check_local)
     for sub in (stack, local):
         sub.add_argument("--big", action="store_true", help="a 10 MiB sample too")
