@@ -21,6 +21,7 @@ from iostack.controller.actors import metric_target, target_key
 from iostack.controller.auth import AuthError
 from iostack.controller.convergence import policy_status
 from iostack.controller.registry import RegistryError
+from iostack.controller.simulations import SimulationError
 from iostack.controller.ui import (
     COOKIE,
     bp,
@@ -239,6 +240,34 @@ def policies_add():
                      added="", removed="", enforcement=_enforcement()), 400
     ids = ",".join(r["id"] for r in result["policies"])
     return redirect(f"{request.script_root}/ui/policies?added={quote(ids)}", 303)
+
+
+@bp.post("/policies/simulate")
+def policies_simulate():
+    """Start ``/v1/simulate``'s job for the editor's text; the fragment polls it."""
+    _admin_only()
+    text = request.form.get("text", "")
+    if not text.strip():
+        return render_template("ui/simulation.html", error="type a policy first")
+    try:
+        _ctl().store.submit(text, dry_run=True)
+        job = _ctl().simulations.start(None, {"text": text})
+    except DSLError:
+        return render_template("ui/simulation.html",
+                               error="the text has errors (see the check above)")
+    except SimulationError as exc:
+        return render_template("ui/simulation.html", error=str(exc))
+    return render_template("ui/simulation.html", job=job.to_json())
+
+
+@bp.get("/simulate/<job>")
+def simulation(job: str):
+    _admin_only()
+    try:
+        found = _ctl().simulations.get(job, None, True)
+    except SimulationError as exc:
+        return render_template("ui/simulation.html", error=str(exc))
+    return render_template("ui/simulation.html", job=found.to_json())
 
 
 @bp.post("/policies/<pid>/delete")
