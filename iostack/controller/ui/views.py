@@ -216,11 +216,28 @@ def _enforcement() -> dict[str, Any] | None:
     return policy_status(_ctl().redis, _ctl().keys)
 
 
+def _reconcile_passes() -> list[dict[str, Any]] | None:
+    """The ``iostack reconcile`` passes' progress, as their daemons publish it (admins)."""
+    if not g.principal.admin:
+        return None
+    now = time.time()
+    passes = []
+    for target, raw in sorted(_ctl().redis.hgetall(_ctl().keys.reconcile_progress).items()):
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(data, dict):
+            age = max(0.0, now - float(data.get("updated") or now))
+            passes.append(data | {"target": target, "age": age})
+    return passes
+
+
 @bp.get("/policies")
 def policies():
     return _page("ui/policies.html", "policies", policies=_policies(), check=None,
                  added=request.args.get("added", ""), removed=request.args.get("removed", ""),
-                 enforcement=_enforcement())
+                 enforcement=_enforcement(), reconcile=_reconcile_passes())
 
 
 @bp.post("/policies/check")
@@ -237,7 +254,8 @@ def policies_add():
         result = _ctl().store.submit(text, who=g.principal.name)
     except DSLError:
         return _page("ui/policies.html", "policies", policies=_policies(), check=_check(text),
-                     added="", removed="", enforcement=_enforcement()), 400
+                     added="", removed="", enforcement=_enforcement(),
+                     reconcile=_reconcile_passes()), 400
     ids = ",".join(r["id"] for r in result["policies"])
     return redirect(f"{request.script_root}/ui/policies?added={quote(ids)}", 303)
 
