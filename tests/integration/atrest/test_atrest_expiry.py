@@ -85,3 +85,23 @@ def test_expired_objects_are_really_removed_by_the_running_expirer(
     status = _cli(aio, "aio", "status", "--state-dir", aio["state_dir"])
     (row,) = [line for line in status.stdout.splitlines() if line.startswith("object-expirer")]
     assert " up " in f"{row} " or "running" in row, row
+
+
+def test_a_reconcile_pass_gives_stored_objects_their_expiry_from_their_last_write(
+        t1, container, policies, iostack_json):
+    t1.put_object(container, "old", b"o" * 1000, headers={"X-Object-Meta-Color": "blue"})
+    soon = int(time.time()) + 120
+    t1.put_object(container, "soon", b"s", headers={"X-Delete-At": str(soon)})
+    before = {name: t1.head_object(container, name) for name in ("old", "soon")}
+    assert before["old"].get("x-delete-at") is None
+    policies.add(f"FOR CONTAINER AUTH_t1/{container} DO SET EXPIRY WITH after=1h")
+    done = iostack_json("reconcile", "start", f"AUTH_t1/{container}", "--wait", "--duty", "1")
+    assert (done["reencoded"], done["skipped"], done["failed"]) == (1, 1, 0)
+    after = t1.head_object(container, "old")
+    written = float(before["old"]["x-timestamp"])
+    assert int(after["x-delete-at"]) == int(written + 3600)
+    for kept in ("etag", "last-modified", "x-object-meta-color", "content-length"):
+        assert after[kept] == before["old"][kept]
+    assert int(t1.head_object(container, "soon")["x-delete-at"]) == soon  # sooner: kept
+    again = iostack_json("reconcile", "start", f"AUTH_t1/{container}", "--wait", "--duty", "1")
+    assert (again["reencoded"], again["skipped"]) == (0, 2)  # idempotent
