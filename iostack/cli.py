@@ -100,10 +100,10 @@ EXAMPLES = {
               "iostack doctor --swift-dir /etc/swift --controller http://ctl:9090 "
               "--token TOKEN",
     "aio install-keystone": "iostack aio install-keystone   # or: make keystone",
-    "filter new": "iostack filter new myfilter  # writes myfilter.py, a Storlets-API filter",
-    "filter test": "iostack filter test myfilter.py --tenant t1",
+    "filter new": "iostack filter new myfilter  # writes myfilter.py, an SDK filter",
+    "filter test": "iostack filter test myfilter.py   # in a local sandbox, no stack needed",
     "storlet new": "iostack storlet new myfilter",
-    "storlet test": "iostack storlet test myfilter.py --tenant t1",
+    "storlet test": "iostack storlet test myfilter.py",
     "object inspect": "iostack object inspect /v1/AUTH_t1/logs/a.csv --json",
     "usage": "iostack usage AUTH_t1     # logical vs stored bytes per container",
     "policy simulate": 'iostack policy simulate "FOR CONTAINER t1/logs DO SET compression"'

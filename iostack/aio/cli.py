@@ -180,6 +180,21 @@ def _status(args: argparse.Namespace) -> int:
         width = max(len(what) for what, _ in endpoints)
         for what, where in endpoints:
             print(f"{what:<{width}}  {where}")
+    _print_reconcile_passes(stack.state_dir)
     for warning in stack.warnings():
         print(warning)
     return 0 if all(row.running for row in rows) else 3
+
+
+def _print_reconcile_passes(state_dir: Path) -> None:
+    """The stack's ``iostack reconcile`` passes and their progress (not components: a
+    finished pass is not a stack that is down)."""
+    from iostack.atrest.reconcile import progress_line, statuses  # Swift's modules: on use
+
+    passes = statuses(state_dir)
+    if passes:
+        print()
+        width = max(len(data["target"]) for data in passes) + len("reconcile ")
+        for data in passes:
+            pid = f" (pid {data['pid']})" if data["state"] == "running" and data["pid"] else ""
+            print(f"{'reconcile ' + data['target']:<{width}}  {progress_line(data)}{pid}")

@@ -163,6 +163,8 @@ class AllInOne:
             "qos_capacity_put": cfg.qos_capacity_put,
             # Lets tenants read their own policies with their Swift token.
             "swift_url": cfg.proxy_url,
+            # /v1/simulate runs `policy simulate`, which reads the stored objects from Swift.
+            "swift_dir": str(layout.swift_dir),
             # The console's Block page lists the bridge's volumes and storage groups.
             "block_bridge": {
                 "url": f"http://{cfg.host}:{cfg.block_port}/targetrpc", "user": "admin",

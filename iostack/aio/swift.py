@@ -42,8 +42,10 @@ RESELLER_PREFIX = "AUTH_"
 PART_POWER = 8
 SERVERS = ("account", "container", "object", "proxy")
 # Background daemons: (process name, config of the server they belong to).
-# The container updater keeps account listings' object and byte counts current.
-DAEMONS = {"container-updater": "container"}
+# The container updater keeps account listings' object and byte counts current; the
+# object-expirer deletes objects whose X-Delete-At has come (SET EXPIRY, tenants' own).
+DAEMONS = {"container-updater": "container", "object-expirer": "object"}
+EXPIRER_INTERVAL = 10  # seconds between the expirer's passes (Swift's default: 300)
 PROXY_CACHE_SIZE = 256 << 20  # bytes of the all-in-one's proxy cache (<state dir>/proxy-cache)
 
 # Proxy pipeline, in order (with tempauth; ``proxy_pipeline`` swaps in Keystone's).
@@ -262,6 +264,15 @@ class SwiftLayout:
             # No key file here: encryption runs only on proxies.
             conf["filter:iostack"] = {"use": "egg:iostack#iostack_object"}
             conf["filter:iostack_select"] = {"use": "egg:iostack#iostack_select_object"}
+            # Swift's object-expirer, configured here (not in a legacy
+            # object-expirer.conf); it deletes through a plain internal client.
+            # Swift 2.38 queues every X-Delete-At in the legacy queue only: this
+            # expirer must read it (dequeue_from_legacy), or it expires nothing.
+            conf["object-expirer"] = {
+                "interval": str(EXPIRER_INTERVAL), "concurrency": "1",
+                "dequeue_from_legacy": "true", "log_name": "object-expirer",
+                "internal_client_conf_path": str(
+                    storlet_conf.internal_client_conf_path(self.swift_dir))}
         if server == "container":
             # Each sweep forks a child per container partition: at a 5 s interval
             # an idle stack spent ~0.7 of a core on it. Account object and byte

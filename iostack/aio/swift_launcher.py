@@ -19,6 +19,7 @@ import sys
 
 DAEMONS = {
     "container-updater": "swift.container.updater:ContainerUpdater",
+    "object-expirer": "swift.obj.expirer:ObjectExpirer",
     "object-replicator": "swift.obj.replicator:ObjectReplicator",
     "object-auditor": "swift.obj.auditor:ObjectAuditor",
     "object-updater": "swift.obj.updater:ObjectUpdater",

@@ -38,7 +38,9 @@ from iostack.endpoints import AioNotRunning, load_aio_info, resolve_state_dir
 from iostack.filters.errors import IntegrityError
 from iostack.filters.metadata import FilterMetadata
 from iostack.filters.tenant_keys import KeyFileProvider
+from iostack.policy.connection import connect
 from iostack.policy.reader import PolicyReader
+from iostack.policy.redis_keys import KeySpace
 from iostack.policy.resolve import resolve
 
 UNREACHABLE = 3
@@ -69,6 +71,14 @@ class Context:
                                         prefix=conf.get("key_prefix", "iostack:"),
                                         live=True)
         return self._reader
+
+    def progress_board(self) -> reconcile.ProgressBoard | None:
+        """Where a reconcile pass publishes its progress (the proxies' policy store)."""
+        conf = self.access.iostack_conf
+        if not conf.get("redis_url"):
+            return None
+        return reconcile.ProgressBoard(connect(conf["redis_url"]),
+                                       KeySpace(conf.get("key_prefix", "iostack:")))
 
     def close(self) -> None:
         if self._reader is not None:
@@ -285,33 +295,12 @@ def _reconcile_target(args) -> tuple[scan.Target, Path]:
     return target, reconcile.state_path(resolve_state_dir(args.state_dir), target)
 
 
-def _alive(pid: int | None) -> bool:
-    """Whether ``pid`` is a reconcile daemon (not a process that reused its number)."""
-    if not pid:
-        return False
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    return b"reconcile" in cmdline and b"run" in cmdline
-
-
-def _status(path: Path) -> dict[str, Any] | None:
-    state = reconcile.load_state(path)
-    if state is None:
-        return None
-    data = state.to_json()
-    if state.state in ("running", "stopping") and not _alive(state.pid):
-        data["state"], data["eta_seconds"] = "interrupted", None  # killed: start resumes it
-    return data
-
-
 def reconcile_run(ctx: Context, args) -> Any:
     target, path = _reconcile_target(args)
     worker = reconcile.Reconciler(
         ctx.access, ctx.reader, target, [] if target.account else ctx.accounts(), path,
         reconcile.Throttle(args.objects_per_second, args.bytes_per_second, args.duty),
-        clock=(lambda: args.now) if args.now else time.time)
+        clock=(lambda: args.now) if args.now else time.time, board=ctx.progress_board())
     worker.install_signals()
     state = worker.run()
     return state.to_json() if args.json else print(reconcile_view(state.to_json()))
@@ -319,7 +308,7 @@ def reconcile_run(ctx: Context, args) -> Any:
 
 def reconcile_start(ctx: Context, args) -> Any:
     target, path = _reconcile_target(args)
-    current = _status(path)
+    current = reconcile.status(path)
     if current and current["state"] in ("running", "stopping"):
         raise Refused(f"reconcile of {target} is already running (pid {current['pid']})")
     log = path.with_suffix(".log")
@@ -337,16 +326,16 @@ def reconcile_start(ctx: Context, args) -> Any:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,  # noqa: S603
                                 stderr=out, env=env, start_new_session=True)
     deadline = time.monotonic() + 60
-    while (_status(path) or {}).get("pid") != proc.pid:
+    while (reconcile.status(path) or {}).get("pid") != proc.pid:
         # A small target can finish between two looks: its record decides, not its exit.
-        if proc.poll() is not None and (_status(path) or {}).get("pid") != proc.pid:
+        if proc.poll() is not None and (reconcile.status(path) or {}).get("pid") != proc.pid:
             raise Refused(f"the reconcile daemon exited at once (status {proc.returncode}); "
                           f"see {log}")
         if time.monotonic() > deadline:
             raise Refused(f"the reconcile daemon did not report within 60 s; see {log}")
         time.sleep(0.2)
     if not args.wait:
-        started = _status(path)
+        started = reconcile.status(path)
         return started if args.json else print(
             f"reconcile of {target} started (pid {proc.pid}); "
             f"'iostack reconcile status {target}' shows its progress")
@@ -358,7 +347,7 @@ def _wait(path: Path) -> dict[str, Any]:
     tty = sys.stderr.isatty()
     shown = 0.0
     while True:
-        status = _status(path) or {}
+        status = reconcile.status(path) or {}
         if status.get("state") not in ("running", "stopping"):
             if tty:
                 print(file=sys.stderr)
@@ -382,7 +371,7 @@ def progress_bar(status: dict[str, Any], width: int = 30) -> str:
 
 def reconcile_status(ctx: Context, args) -> Any:
     _target, path = _reconcile_target(args)
-    status = _status(path)
+    status = reconcile.status(path)
     if status is None:
         raise Refused(f"no reconcile of {args.target} has run")
     return status if args.json else print(reconcile_view(status))
@@ -390,14 +379,14 @@ def reconcile_status(ctx: Context, args) -> Any:
 
 def reconcile_stop(ctx: Context, args) -> Any:
     target, path = _reconcile_target(args)
-    status = _status(path)
+    status = reconcile.status(path)
     if not status or status["state"] not in ("running", "stopping"):
         raise Refused(f"no reconcile of {target} is running")
     os.kill(status["pid"], signal.SIGTERM)
     deadline = time.monotonic() + 120
-    while _alive(status["pid"]) and time.monotonic() < deadline:
+    while reconcile.alive(status["pid"]) and time.monotonic() < deadline:
         time.sleep(0.2)
-    final = _status(path)
+    final = reconcile.status(path)
     return final if args.json else print(reconcile_view(final))
 
 

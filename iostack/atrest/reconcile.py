@@ -26,6 +26,9 @@ today's policy, with:
   object headers, and other middlewares' sysmeta, as stored. IOStack's own
   records and container-update overrides are not copied: the middleware
   writes the new ones.
+- Under ``SET EXPIRY``, ``X-Delete-At``: the object's last write plus
+  ``after`` (``expiry_due``), unless it already goes as soon. An object
+  whose body is up to date but lacks it is written back for it alone.
 
 ``TO OBJECT_AGE`` conditions hold or fail on the object's age at ``clock()``
 (the present, unless the caller gives another time). SLO/DLO manifests and
@@ -42,11 +45,15 @@ Progress (``ReconcileState``) is a JSON file written atomically at most
 every ``SAVE_EVERY`` seconds and at the end: the position (last object done),
 counts, rate and state. A daemon killed at any point resumes from the
 position; objects done after the last save are found up to date and skipped.
+Each save is also published to the policy store (``ProgressBoard``), where
+the console reads it; ``aio status`` (``make status``) reads the files
+(``statuses``).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import time
@@ -55,6 +62,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from redis.exceptions import RedisError
 from swift.common.swob import Request
 from swift.common.utils import FileLikeIter, Timestamp, close_if_possible
 
@@ -62,13 +70,18 @@ from iostack.atrest import scan
 from iostack.atrest.inspect import StoredObject, differences, stored_object, today_layers
 from iostack.atrest.simulate import request_info
 from iostack.atrest.swift_access import SwiftAccess, object_path
+from iostack.filters import expiry
 from iostack.filters.errors import IntegrityError
 from iostack.policy.reader import PolicyReader
-from iostack.policy.resolve import resolve
+from iostack.policy.redis_keys import KeySpace
+from iostack.policy.resolve import PipelineEntry, resolve
 from iostack.policy.view import AGE_HEADER
 from iostack.swift_middleware.enforce.record import OVERRIDE_PREFIX, SYSMETA_PREFIX
 
+LOG = logging.getLogger("iostack.reconcile")
+
 SAVE_EVERY = 0.5  # seconds between progress saves
+OVERDUE_MARGIN = 5  # seconds ahead an overdue object's X-Delete-At is set (see expiry_due)
 # Object headers Swift keeps besides user metadata (proxy's default allowed_headers).
 KEPT_HEADERS = ("content-disposition", "content-encoding", "content-language",
                 "cache-control", "expires", "x-robots-tag", "x-delete-at")
@@ -133,6 +146,59 @@ def save_state(path: Path, state: ReconcileState) -> None:
     tmp.replace(path)
 
 
+def alive(pid: int | None) -> bool:
+    """Whether ``pid`` is a reconcile daemon (not a process that reused its number)."""
+    if not pid:
+        return False
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return b"reconcile" in cmdline and b"run" in cmdline
+
+
+def status(path: Path) -> dict[str, Any] | None:
+    """A pass's state as ``reconcile status`` shows it; a killed daemon's is ``interrupted``."""
+    state = load_state(path)
+    if state is None:
+        return None
+    data = state.to_json()
+    if state.state in ("running", "stopping") and not alive(state.pid):
+        data["state"], data["eta_seconds"] = "interrupted", None  # killed: start resumes it
+    return data
+
+
+def statuses(state_dir: Path) -> list[dict[str, Any]]:
+    """Every pass recorded under ``state_dir`` (``aio status``), by target."""
+    found = (status(path) for path in sorted((state_dir / "atrest" / "reconcile").glob("*.json")))
+    return [data for data in found if data is not None]
+
+
+def progress_line(data: dict[str, Any]) -> str:
+    """``running: 40/100 scanned, 12 re-encoded, 0 failed, ETA 30 s`` (one line)."""
+    total = "?" if data.get("total") is None else data["total"]
+    eta = f", ETA {data['eta_seconds']:.0f} s" if data.get("eta_seconds") is not None else ""
+    return (f"{data['state']}: {data['scanned']}/{total} scanned, {data['reencoded']} "
+            f"re-encoded, {data['skipped']} skipped, {data['failed']} failed{eta}")
+
+
+class ProgressBoard:
+    """Publishes each saved state where the console reads it: the policy store's
+    ``reconcile:progress`` hash, target -> the state's JSON (``docs/redis-keys.md``).
+
+    A store that does not answer never stops a pass: the file stays the record.
+    """
+
+    def __init__(self, client: Any, keys: KeySpace) -> None:
+        self.client, self.key = client, keys.reconcile_progress
+
+    def publish(self, state: ReconcileState) -> None:
+        try:
+            self.client.hset(self.key, state.target, json.dumps(state.to_json()))
+        except RedisError as exc:
+            LOG.warning("reconcile %s: progress not published: %s", state.target, exc)
+
+
 @dataclass
 class Throttle:
     objects_per_second: float | None = None
@@ -162,14 +228,34 @@ def _put_headers(stored: StoredObject, headers: dict[str, str], age: float) -> d
     return out
 
 
+def expiry_due(pipeline: list[PipelineEntry], stored: StoredObject) -> int | None:
+    """The ``X-Delete-At`` a ``SET EXPIRY`` in ``pipeline`` gives a stored object, or None
+    when there is none or the object already goes as soon.
+
+    Counted from its last write (its timestamp, Last-Modified), as on the data path. An
+    object already past it gets a time just ahead (Swift refuses one that has passed): it
+    goes at the expirer's next pass.
+    """
+    entry = next((e for e in pipeline if e.filter == expiry.METADATA.name), None)
+    if entry is None:
+        return None
+    due = expiry.delete_at(expiry.SPEC.validate(entry.params), float(Timestamp(stored.timestamp)),
+                           stored.delete_at)
+    if stored.delete_at is not None and stored.delete_at <= due:
+        return None
+    return max(due, int(time.time()) + OVERDUE_MARGIN)
+
+
 class Reconciler:
     """One pass over a target (see the module docstring)."""
 
     def __init__(self, access: SwiftAccess, reader: PolicyReader, target: scan.Target,
                  accounts: list[str], path: Path, throttle: Throttle | None = None,
                  clock: Callable[[], float] = time.time,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep,
+                 board: ProgressBoard | None = None) -> None:
         self.access = access
+        self.board = board
         self.reader = reader
         self.target = target
         self.accounts = accounts
@@ -199,7 +285,7 @@ class Reconciler:
             state = ReconcileState(str(self.target))
             state.total = self._count()
         state.state, state.pid, state.error = "running", os.getpid(), ""
-        save_state(self.path, state)
+        self._save(state)
         saved = began = time.monotonic()
         seconds = state.seconds
         marker = tuple(state.position) if state.position else None
@@ -215,7 +301,7 @@ class Reconciler:
                 state.seconds = seconds + time.monotonic() - began
                 if time.monotonic() - saved >= SAVE_EVERY:
                     state.updated = time.time()
-                    save_state(self.path, state)
+                    self._save(state)
                     saved = time.monotonic()
                 rest = self.throttle.rest(time.monotonic() - started, size)
                 while rest > 0 and not self.stopping:  # a stop is not kept waiting
@@ -228,8 +314,13 @@ class Reconciler:
         finally:
             state.seconds = seconds + time.monotonic() - began
             state.updated, state.pid = time.time(), None
-            save_state(self.path, state)
+            self._save(state)
         return state
+
+    def _save(self, state: ReconcileState) -> None:
+        save_state(self.path, state)
+        if self.board is not None:
+            self.board.publish(state)
 
     def _one(self, state: ReconcileState, account: str, container: str, obj: str) -> int:
         """Examine and, if needed, re-encode one object; the bytes it moved."""
@@ -249,14 +340,15 @@ class Reconciler:
         info = request_info(stored, self.clock())
         levels, filters, object_types = self.reader.lookup(info)
         pipeline = resolve(info, levels, filters, object_types).pipeline
-        if not differences(stored, today_layers(
+        delete_at = expiry_due(pipeline, stored)
+        if delete_at is None and not differences(stored, today_layers(
                 {"pipeline": [e.to_json() for e in pipeline]}, filters), filters):
             state.skipped += 1
             return 0
-        return self._reencode(state, stored, headers)
+        return self._reencode(state, stored, headers, delete_at)
 
     def _reencode(self, state: ReconcileState, stored: StoredObject,
-                  headers: dict[str, str]) -> int:
+                  headers: dict[str, str], delete_at: int | None = None) -> int:
         path = object_path(stored.account, stored.container, stored.obj)
         app = self.access.tenant.app
         get = Request.blank(path, environ={"REQUEST_METHOD": "GET"},
@@ -273,6 +365,8 @@ class Reconciler:
             self._failed(state, f"{path}: GET {source.status}")
             return 0
         put_headers = _put_headers(stored, headers, request_info(stored, self.clock()).age)
+        if delete_at is not None:
+            put_headers["x-delete-at"] = str(delete_at)
         put = Request.blank(path, environ={"REQUEST_METHOD": "PUT"}, headers=put_headers)
         put.environ["wsgi.input"] = FileLikeIter(source.app_iter)
         try:

@@ -105,6 +105,7 @@ def explain_view(result: dict[str, Any], title: str) -> str:
                            max_width=70))
     else:
         lines.append("no filter applies")
+    lines += [f"lifecycle: {line}" for line in lifecycle_lines(result["pipeline"])]
     others = [n for n in result["notes"] if n["outcome"] != "applied"]
     if others:
         lines.append("\nnot applied:")
@@ -112,6 +113,21 @@ def explain_view(result: dict[str, Any], title: str) -> str:
                            [[n["filter"], n["policy"] or "-", n["level"] or "-", n["outcome"],
                              n["reason"]] for n in others], max_width=80))
     return "\n".join(lines)
+
+
+def duration(seconds: float) -> str:
+    """``90 d``, ``12 h``, ``30 min``, ``45 s``: the largest unit that divides it."""
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds // size:g} {unit}"
+    return f"{seconds:g} s"
+
+
+def lifecycle_lines(pipeline: list[dict[str, Any]]) -> list[str]:
+    """What ``SET EXPIRY`` in a resolved pipeline does to the objects written."""
+    return [f"objects written here are deleted {duration(e['params']['after'])} after each "
+            "write (X-Delete-At; Swift's object-expirer removes them)"
+            for e in pipeline if e["filter"] == "expiry" and "after" in e["params"]]
 
 
 def _rule_line(rule: dict[str, Any]) -> str:

@@ -95,6 +95,19 @@ def openapi_document() -> dict[str, Any]:
             "the block bridge (admin)",
             params=[_path_param("volume"),
                     {"name": "storage_group", "in": "query", "schema": {"type": "string"}}])},
+        "/v1/simulate": {"post": _op(
+            "Start a simulation job: what a policy (text, or a stored one's id) would do to "
+            "the objects its targets hold (admin; a tenant for its own account only)", "202",
+            body={"type": "object", "properties": {
+                "text": {"type": "string"}, "id": {"type": "string"},
+                "account": {"type": "string", "description": "a tenant's Swift account"},
+                "limit": {"type": "integer", "minimum": 0},
+                "sample": {"type": "integer", "minimum": 0},
+                "now": {"type": "number", "description": "judge OBJECT_AGE as of this time"}}})},
+        "/v1/simulate/{job}": {"get": _op(
+            "A simulation job's state, progress and result (its starter or an admin)",
+            params=[_path_param("job"),
+                    {"name": "account", "in": "query", "schema": {"type": "string"}}])},
         "/v1/tenants": {"get": _op("Known tenants (accounts)")},
         "/v1/tenants/{name}": {"put": _op("Record a known tenant", "201", params=[name])},
         "/v1/metrics/{metric}/{target}": {"get": _op(
@@ -112,7 +125,9 @@ def openapi_document() -> dict[str, Any]:
             "Bandwidth SLOs per scope: target, rate assigned over all proxies and achieved, "
             "per direction, for the last interval; the configured capacity (admin)")},
         "/v1/filters/{name}/code": {
-            "put": _op("Upload a filter's code (runs sandboxed as a Storlet)", "201",
+            "put": _op("Upload a filter's code (runs sandboxed as a Storlet); it is run once "
+                       "on sample data in a sandbox first, and code that fails is refused "
+                       "(400 naming the failure) with nothing stored", "201",
                        {"type": "string", "format": "binary"}, [name],
                        body_type="application/octet-stream"),
             "get": _op("Download a filter's code", params=[name]),

@@ -17,7 +17,7 @@ from iostack.filters.errors import UnknownFilterError
 from iostack.filters.metadata import FilterMetadata
 
 BUILTIN_MODULES = ("noop", "compression", "encryption", "caching", "bandwidth", "csv_select",
-                   "json_select", "parquet_select", "grep")
+                   "json_select", "parquet_select", "grep", "expiry")
 
 
 @functools.cache

@@ -86,6 +86,7 @@ class KeySpace:
         self.history_policies = prefix + "history:policies"
         self.actor_events = prefix + "actor_events"
         self.ui_sessions = prefix + "ui:session:"
+        self.reconcile_progress = prefix + "reconcile:progress"
 
     def qos_bucket(self, direction: str, scope: str) -> str:
         return f"{self.prefix}qos:bucket:{direction}:{scope}"

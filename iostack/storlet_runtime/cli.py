@@ -50,6 +50,7 @@ from iostack.storlet_runtime.deploy import (
     StorletValidationError,
     check_python_storlet,
     enable_account,
+    sdk_declaration,
     upload_storlet,
 )
 from iostack.storlet_runtime.packaging import (
@@ -60,6 +61,7 @@ from iostack.storlet_runtime.packaging import (
     storlet_name,
 )
 from iostack.storlet_runtime.sandbox import ScopeSandbox
+from iostack.storlet_runtime.sdk import PARAM_SYNTAX
 from iostack.storlet_runtime.storlets_api import WRAPPER_CLASS, wrapped_code
 from iostack.storlet_runtime.swift_conf import STORLET_CONTAINER, gateway_conf_path
 from iostack.storlet_runtime.template import filter_template
@@ -97,13 +99,14 @@ def _tenant_account(info: dict[str, Any], tenant: str) -> str:
     return tenants[tenant]["storage_url"].rstrip("/").rsplit("/", 1)[-1]
 
 
-def prepare_upload(path: Path, name: str, main: str | None) -> PythonStorlet:
+def prepare_upload(path: Path, name: str, main: str | None) -> tuple[PythonStorlet, dict]:
     """Check a tenant filter (a Storlets-API storlet); its storlet is this version's pin.
 
     The stored storlet is the author's module with ``storlets_api``'s class
     appended, which runs the author's class under IOStack's protocol, named
     after its content (``pinned_storlet_name``): every upload is a version
     of its own, and objects decode with the version that encoded them.
+    Returned with what the class declares as an SDK filter (``sdk_declaration``).
     """
     if not _FILTER_NAME.match(name):
         raise StorletValidationError(
@@ -119,20 +122,17 @@ def prepare_upload(path: Path, name: str, main: str | None) -> PythonStorlet:
     # What runs is the author's storlet inside IOStack's protocol (storlets_api).
     wrapped = wrapped_code(code, author.main.rpartition(".")[2])
     pinned = pinned_storlet_name(wrapped)
-    return check_python_storlet(pinned, wrapped, f"{pinned[:-3]}.{WRAPPER_CLASS}")
-
-
-_PARAM = re.compile(r"^(?P<name>[a-z][a-z0-9_]*):(?P<type>[a-z]+)"
-                    r"(?::(?P<min>-?[0-9.]+)\.\.(?P<max>-?[0-9.]+))?(?:=(?P<default>.*))?$")
+    return (check_python_storlet(pinned, wrapped, f"{pinned[:-3]}.{WRAPPER_CLASS}"),
+            sdk_declaration(code, author.main))
 
 
 def parse_param(text: str) -> Param:
     """``--param NAME:TYPE[:MIN..MAX][=DEFAULT]`` -> the parameter a policy may give the filter.
 
     The storlet receives it as ``params[NAME]``, a string, as Storlets passes
-    parameters; the DSL checks its type and range first.
+    parameters (an SDK filter, typed); the DSL checks its type and range first.
     """
-    match = _PARAM.match(text)
+    match = PARAM_SYNTAX.match(text)
     if match is None:
         raise StorletValidationError(f"--param {text!r}: NAME:TYPE[:MIN..MAX][=DEFAULT], "
                                      f"e.g. by:int:0..255=1")
@@ -144,10 +144,20 @@ def parse_param(text: str) -> Param:
         raise StorletValidationError(f"--param {text!r}: {exc}") from None
 
 
+def declared_params(declared: dict, given: list[str]) -> tuple[Param, ...]:
+    """The filter's parameters: its SDK declaration, each ``--param`` adding or replacing one."""
+    params = {param.name: param for param in map(parse_param, declared.get("params", ()))}
+    params.update((param.name, param) for param in map(parse_param, given))
+    return tuple(params.values())
+
+
 def filter_metadata(name: str, storlet: PythonStorlet, source: str,
-                    account: str | None = None,
-                    params: tuple[Param, ...] = ()) -> FilterMetadata:
+                    account: str | None = None, params: tuple[Param, ...] = (),
+                    declared: dict | None = None) -> FilterMetadata:
     """Registry metadata of an uploaded filter; ``account``: the one tenant it is for.
+
+    ``declared``: what an SDK filter says of itself (``changes_size``,
+    ``stages``, the first being where it runs by default).
 
     A filter uploaded for one tenant is that tenant's: the data path runs it
     for that account only (``extra.tenant``), whatever a policy says.
@@ -155,10 +165,17 @@ def filter_metadata(name: str, storlet: PythonStorlet, source: str,
     extra = {"runtime": "storlet", "storlet": storlet.name, "storlet_main": storlet.main}
     if account:
         extra["tenant"] = account
+    declared = declared or {}
+    stages = declared.get("stages") or ("proxy", "object")
+    unknown = set(stages) - {"proxy", "object"}
+    if unknown:
+        raise StorletValidationError(f"stages {', '.join(sorted(unknown))}: a filter runs on "
+                                     "'proxy' or 'object'")
     return FilterMetadata(
         name=name, description=f"tenant filter from {source}, run in the sandbox",
-        params=params, methods=frozenset({"GET", "PUT"}), stages=frozenset({"proxy", "object"}),
-        default_stage="proxy", changes_size=True, sandboxable=True, extra=extra)
+        params=params, methods=frozenset({"GET", "PUT"}), stages=frozenset(stages),
+        default_stage=stages[0], changes_size=declared.get("changes_size", True),
+        sandboxable=True, extra=extra)
 
 
 def _deploy(storlet: PythonStorlet, tenant: str | None) -> list[str]:
@@ -170,14 +187,29 @@ def _deploy(storlet: PythonStorlet, tenant: str | None) -> list[str]:
     return done
 
 
-def check_in_sandbox(info: dict[str, Any], tenant: str, storlet: PythonStorlet,
-                     keep: bool = True, big: bool = False) -> None:
+def run_check(where: list[str], code: bytes | None = None) -> str | None:
+    """Run ``upload_check WHERE...`` in its own process; the failure it names, or None.
+
+    ``code``: the storlet's code, on its standard input (``local``).
+    """
+    checked = subprocess.run(  # noqa: S603 - fixed argv: this interpreter, this package
+        [sys.executable, "-m", "iostack.storlet_runtime.upload_check", *where],
+        input=code, capture_output=True, timeout=UPLOAD_CHECK_TIMEOUT, check=False)
+    if checked.returncode == 0:
+        return None
+    try:
+        return json.loads(checked.stdout.decode().strip().splitlines()[-1])["error"]
+    except (ValueError, KeyError, IndexError):
+        return (checked.stderr.decode(errors="replace").strip().splitlines()
+                or ["no output"])[-1]
+
+
+def check_in_sandbox(info: dict[str, Any], tenant: str, storlet: PythonStorlet) -> None:
     """Run a version once in ``tenant``'s sandbox (``upload_check``); refuse it on failure.
 
     The version is stored first (the sandbox loads it from Swift, as on the
-    data path); it is removed again when it fails, or after the check when
-    not ``keep`` (``filter test``), unless it was already there (an
-    identical upload: objects may use it). ``big``: a 10 MiB sample too.
+    data path); it is removed again when it fails, unless it was already
+    there (an identical upload: objects may use it).
     """
     conn = _tenant_connections(info, tenant)[tenant]
     try:
@@ -187,47 +219,40 @@ def check_in_sandbox(info: dict[str, Any], tenant: str, storlet: PythonStorlet,
         existed = False
     enable_account(conn)
     upload_storlet(conn, storlet)
-    try:
-        checked = subprocess.run(  # noqa: S603 - fixed argv: this interpreter, this package
-            [sys.executable, "-m", "iostack.storlet_runtime.upload_check", info["swift_dir"],
-             _tenant_account(info, tenant), storlet.name,
-             hashlib.sha256(storlet.code).hexdigest(), *(["--big"] if big else [])],
-            capture_output=True, text=True, timeout=UPLOAD_CHECK_TIMEOUT, check=False)
-    finally:
-        if not existed and not keep:
-            conn.delete_object(STORLET_CONTAINER, storlet.name)
-    if checked.returncode == 0:
+    reason = run_check(["stack", info["swift_dir"], _tenant_account(info, tenant), storlet.name,
+                        hashlib.sha256(storlet.code).hexdigest()])
+    if reason is None:
         return
-    if not existed and keep:
+    if not existed:
         conn.delete_object(STORLET_CONTAINER, storlet.name)
-    try:
-        reason = json.loads(checked.stdout.strip().splitlines()[-1])["error"]
-    except (ValueError, KeyError, IndexError):
-        reason = (checked.stderr.strip().splitlines() or ["no output"])[-1]
     raise StorletValidationError(f"filter {storlet.name}: it failed its check in {tenant}'s "
                                  f"sandbox: {reason}. Nothing was registered.")
 
 
 def cmd_test(args: argparse.Namespace) -> int:
-    """``filter test FILE``: the upload's check in the tenant's sandbox, nothing registered."""
-    storlet = prepare_upload(Path(args.file), "test_upload", args.main)
-    info = load_aio_info()
-    tenant = args.tenant or sorted(info["tenants"])[0]
-    check_in_sandbox(info, tenant, storlet, keep=False, big=True)
+    """``filter test FILE``: the upload's check (and 10 MiB) in a local sandbox of its own.
+
+    No stack needs to run: the sandbox is this host's bubblewrap, set up for
+    this one check and removed after it (``local``).
+    """
+    storlet, _ = prepare_upload(Path(args.file), "test_upload", args.main)
+    reason = run_check(["local", storlet.name, storlet.main, "--big"], storlet.code)
+    if reason is not None:
+        raise StorletValidationError(f"{args.file}: {reason}")
     print(f"{args.file}: round trip, ranges, empty, one line, 300 KiB and 10 MiB bodies "
-          f"pass in {tenant}'s sandbox")
+          f"pass in a local sandbox")
     return 0
 
 
 def cmd_upload(args: argparse.Namespace) -> int:
-    storlet = prepare_upload(Path(args.file), args.name, args.main)
-    params = tuple(parse_param(text) for text in getattr(args, "param", None) or ())
+    storlet, declared = prepare_upload(Path(args.file), args.name, args.main)
+    params = declared_params(declared, getattr(args, "param", None) or [])
     client = ControllerClient.from_env(getattr(args, "url", None), getattr(args, "token", None))
     info = load_aio_info()
     check_in_sandbox(info, args.tenant or sorted(info["tenants"])[0], storlet)
     account = _tenant_account(info, args.tenant) if args.tenant else None
     client.put("filters", args.name, filter_metadata(args.name, storlet, Path(args.file).name,
-                                                     account, params).to_json())
+                                                     account, params, declared).to_json())
     client.upload_code(args.name, storlet.code)
     tenants = _deploy(storlet, args.tenant)
     print(f"filter {args.name}: storlet {storlet.name} (main {storlet.main}) deployed to "
@@ -424,11 +449,11 @@ def cmd_new(args: argparse.Namespace) -> int:
 def add_test_parser(subparsers: Any, parents: list[argparse.ArgumentParser] = ()) -> None:
     """Add the ``test`` and ``new`` verbs: write a filter, run it in the sandbox."""
     test = subparsers.add_parser("test", parents=list(parents),
-                                 help="run your Python filter in the sandbox on sample data")
+                                 help="run your Python filter on sample data in a local "
+                                      "sandbox (no stack needed)")
     test.add_argument("file", help="the filter's Python source (a Storlets Python storlet)")
     test.add_argument("--main", help="Module.Class of the storlet (default: the only class "
                                      "with __call__)")
-    test.add_argument("--tenant", help="whose sandbox (default: the first tenant)")
     test.set_defaults(func=_guarded(cmd_test))
     new = subparsers.add_parser("new", parents=list(parents),
                                 help="write NAME.py, a working filter to start from")

@@ -104,11 +104,20 @@ class SandboxRunner:
             "file_manager": files,
             "scope": account,  # as Storlets' handlers pass it: the gateway derives the scope
         }
-        if code_sha256:
-            options["storlet_code_sha256"] = code_sha256
-        gateway = BwrapStorletGateway(self.gateway_conf, self.logger, sandbox_scope(account))
-        request = gateway.request_class(storlet, dict(params),
-                                        StorletData(metadata or {}, data_iter=iter(data_iter)),
-                                        options=options)
-        response = gateway.invocation_flow(request)
-        return response.data.user_metadata, iter(response.data.data_iter)
+        return invoke(self.gateway_conf, self.logger, storlet, options, params, data_iter,
+                      metadata, code_sha256)
+
+
+def invoke(gateway_conf: dict[str, str], logger: Any, storlet: str, options: dict[str, Any],
+           params: dict[str, str], data_iter: Iterable[bytes],
+           metadata: dict[str, str] | None = None,
+           code_sha256: str | None = None) -> tuple[dict[str, str], Iterator[bytes]]:
+    """Hand one request to the ``bwrap`` gateway, in the sandbox of ``options["scope"]``."""
+    if code_sha256:
+        options = {**options, "storlet_code_sha256": code_sha256}
+    gateway = BwrapStorletGateway(gateway_conf, logger, sandbox_scope(options["scope"]))
+    request = gateway.request_class(storlet, dict(params),
+                                    StorletData(metadata or {}, data_iter=iter(data_iter)),
+                                    options=options)
+    response = gateway.invocation_flow(request)
+    return response.data.user_metadata, iter(response.data.data_iter)

@@ -1,10 +1,14 @@
 """An uploaded filter runs once in the tenant's sandbox, on sample data, before it is registered.
 
 ``iostack filter upload`` stores the new version's pinned storlet, then runs
-``python -m iostack.storlet_runtime.upload_check SWIFT_DIR ACCOUNT STORLET
-SHA256 [--big]`` (its own process: the runner monkey-patches with eventlet, as Swift
-servers are), which drives the storlet through ``SandboxRunner`` exactly as
-the data path does, in the account's own sandbox:
+``python -m iostack.storlet_runtime.upload_check stack SWIFT_DIR ACCOUNT
+STORLET SHA256`` (its own process: the runner monkey-patches with eventlet,
+as Swift servers are), which drives the storlet through ``SandboxRunner``
+exactly as the data path does, in the account's own sandbox.
+``upload_check local STORLET [MAIN] [--big]`` (the code on stdin, checked
+statically first) runs the same check in a sandbox of its own (``local.LocalSandbox``: no Swift, no
+stack), for ``iostack filter test`` and the controller's check of code
+uploaded through its API. The check:
 
 - encode each sample (empty, one line, ~300 KiB of every byte value): the
   answer must announce ``Iostack-Encoded-Length`` with an ``Iostack-Sysmeta``
@@ -21,6 +25,8 @@ not on the tenant's first PUT.
 
 from __future__ import annotations
 
+import argparse
+import hashlib
 import json
 import logging
 import sys
@@ -33,6 +39,7 @@ SAMPLES = {
 }
 BIG = {"10 MiB": bytes(range(256)) * 40960}  # ``iostack filter test`` adds it
 CONTEXT = {"container": "iostack-upload-check", "object": "sample"}
+LOGGER = logging.getLogger("iostack.upload_check")
 
 
 class CheckFailed(Exception):
@@ -75,17 +82,45 @@ def check(runner: Any, account: str, storlet: str, sha: str, big: bool = False) 
                                   f"that are not the {end - start} it encoded")
 
 
-def main(argv: list[str]) -> int:
-    big = "--big" in argv
-    swift_dir, account, storlet, sha = [arg for arg in argv if arg != "--big"]
+def _check_in_stack(args: argparse.Namespace) -> None:
     from swift.common import utils
 
-    utils.set_swift_dir(swift_dir)  # as a Swift server's launcher does before loading
+    utils.set_swift_dir(args.swift_dir)  # as a Swift server's launcher does before loading
     from iostack.storlet_runtime.runner import SandboxRunner
 
+    check(SandboxRunner(args.swift_dir, LOGGER), args.account, args.storlet, args.sha256,
+          args.big)
+
+
+def _check_local(args: argparse.Namespace) -> None:
+    from iostack.storlet_runtime.deploy import StorletValidationError, check_python_storlet
+    from iostack.storlet_runtime.local import LOCAL_ACCOUNT, LocalSandbox
+
+    code = sys.stdin.buffer.read()
     try:
-        check(SandboxRunner(swift_dir, logging.getLogger("iostack.upload_check")), account,
-              storlet, sha, big)
+        main = check_python_storlet(args.storlet, code, args.main).main
+    except StorletValidationError as exc:
+        raise CheckFailed(str(exc)) from None
+    with LocalSandbox(args.storlet, code, main, LOGGER) as runner:
+        check(runner, LOCAL_ACCOUNT, args.storlet, hashlib.sha256(code).hexdigest(), args.big)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="upload_check")
+    where = parser.add_subparsers(dest="where", required=True)
+    stack = where.add_parser("stack", help="in a tenant's sandbox of a running stack")
+    for name in ("swift_dir", "account", "storlet", "sha256"):
+        stack.add_argument(name)
+    stack.set_defaults(check=_check_in_stack)
+    local = where.add_parser("local", help="in a sandbox of its own; the code on stdin")
+    local.add_argument("storlet", help="its file name, <module>.py")
+    local.add_argument("main", nargs="?", help="<module>.<Class> (default: its only storlet)")
+    local.set_defaults(check=_check_local)
+    for sub in (stack, local):
+        sub.add_argument("--big", action="store_true", help="a 10 MiB sample too")
+    args = parser.parse_args(argv)
+    try:
+        args.check(args)
     except CheckFailed as exc:
         print(json.dumps({"error": str(exc)}))
         return 1

@@ -14,7 +14,8 @@ key=...`` policy gives.
 The modules: ``base`` (the per-app ``Controller``, errors, auth, bodies,
 secret redaction), ``service`` (health, OpenAPI), ``policies``, ``history``
 (``/policies/history``), ``tenants``, ``explain``, ``volumes``, ``filters``,
-``metrics``, ``monitoring``, ``qos``, and ``registries`` (the routes every
+``metrics``, ``monitoring``, ``qos``, ``simulate`` (jobs of ``policy
+simulate``), and ``registries`` (the routes every
 registry has; classes, groups, object types). The console (``ui``) uses the
 helpers this package exports.
 
@@ -39,6 +40,7 @@ from iostack.controller.api import (
     qos,
     registries,
     service,
+    simulate,
     tenants,
     volumes,
 )
@@ -53,7 +55,7 @@ __all__ = ["Controller", "control_loop", "create_app", "ctl", "error_response", 
 
 v1 = Blueprint("v1", __name__, url_prefix="/v1")
 for resource in (service.bp, policies.bp, history.bp, tenants.bp, explain.bp, volumes.bp,
-                 metrics.bp, monitoring.bp, qos.bp, filters.bp, registries.classes,
+                 metrics.bp, monitoring.bp, qos.bp, filters.bp, simulate.bp, registries.classes,
                  registries.groups, registries.object_types):
     v1.register_blueprint(resource)
 

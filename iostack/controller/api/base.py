@@ -13,8 +13,10 @@ from flask import current_app, g, jsonify, request
 from werkzeug.exceptions import HTTPException
 
 from iostack.controller.auth import Authenticator, AuthError, Principal
+from iostack.controller.code_check import CodeCheck
 from iostack.controller.control_loop import ControlLoop
 from iostack.controller.registry import Registries, RegistryError
+from iostack.controller.simulations import Simulations
 from iostack.controller.store import PolicyStore
 from iostack.dsl.errors import DSLError
 from iostack.policy.connection import connect
@@ -40,6 +42,8 @@ class Controller:
         self.store = PolicyStore(self.redis, self.keys, self.registries)
         self.auth = Authenticator(config)
         self.code_dir = Path(config["state_dir"]) / "filter-code"
+        self.code_check = CodeCheck(config)
+        self.simulations = Simulations(config)
         # Set by the server when it runs the metric loop (tests of the API alone have none).
         self.control_loop: ControlLoop | None = None
 

@@ -26,13 +26,21 @@ def put_filter(name: str):
 
 @bp.put("/<name>/code")
 def put_filter_code(name: str):
-    """Store a filter's code (run sandboxed as a Storlet) and point its metadata at it."""
+    """Store a filter's code (run sandboxed as a Storlet) and point its metadata at it.
+
+    The code is run once on sample data first (``code_check``); code that
+    fails is refused (400, naming the failure) and nothing is stored.
+    """
     require_admin()
     controller = ctl()
     meta = controller.registries.get("filters", name)
     code = request.get_data()
     if not code:
         raise RegistryError("empty body: send the filter's code")
+    failure = controller.code_check.failure(meta, code)
+    if failure is not None:
+        raise RegistryError(f"filter {meta['name']!r}: its code failed its check in a "
+                            f"sandbox: {failure}. Nothing was stored or registered.")
     digest = hashlib.sha256(code).hexdigest()
     folder = controller.code_dir / meta["name"]
     folder.mkdir(parents=True, exist_ok=True)

@@ -21,6 +21,7 @@ from iostack.controller.actors import metric_target, target_key
 from iostack.controller.auth import AuthError
 from iostack.controller.convergence import policy_status
 from iostack.controller.registry import RegistryError
+from iostack.controller.simulations import SimulationError
 from iostack.controller.ui import (
     COOKIE,
     bp,
@@ -215,11 +216,28 @@ def _enforcement() -> dict[str, Any] | None:
     return policy_status(_ctl().redis, _ctl().keys)
 
 
+def _reconcile_passes() -> list[dict[str, Any]] | None:
+    """The ``iostack reconcile`` passes' progress, as their daemons publish it (admins)."""
+    if not g.principal.admin:
+        return None
+    now = time.time()
+    passes = []
+    for target, raw in sorted(_ctl().redis.hgetall(_ctl().keys.reconcile_progress).items()):
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(data, dict):
+            age = max(0.0, now - float(data.get("updated") or now))
+            passes.append(data | {"target": target, "age": age})
+    return passes
+
+
 @bp.get("/policies")
 def policies():
     return _page("ui/policies.html", "policies", policies=_policies(), check=None,
                  added=request.args.get("added", ""), removed=request.args.get("removed", ""),
-                 enforcement=_enforcement())
+                 enforcement=_enforcement(), reconcile=_reconcile_passes())
 
 
 @bp.post("/policies/check")
@@ -236,9 +254,38 @@ def policies_add():
         result = _ctl().store.submit(text, who=g.principal.name)
     except DSLError:
         return _page("ui/policies.html", "policies", policies=_policies(), check=_check(text),
-                     added="", removed="", enforcement=_enforcement()), 400
+                     added="", removed="", enforcement=_enforcement(),
+                     reconcile=_reconcile_passes()), 400
     ids = ",".join(r["id"] for r in result["policies"])
     return redirect(f"{request.script_root}/ui/policies?added={quote(ids)}", 303)
+
+
+@bp.post("/policies/simulate")
+def policies_simulate():
+    """Start ``/v1/simulate``'s job for the editor's text; the fragment polls it."""
+    _admin_only()
+    text = request.form.get("text", "")
+    if not text.strip():
+        return render_template("ui/simulation.html", error="type a policy first")
+    try:
+        _ctl().store.submit(text, dry_run=True)
+        job = _ctl().simulations.start(None, {"text": text})
+    except DSLError:
+        return render_template("ui/simulation.html",
+                               error="the text has errors (see the check above)")
+    except SimulationError as exc:
+        return render_template("ui/simulation.html", error=str(exc))
+    return render_template("ui/simulation.html", job=job.to_json())
+
+
+@bp.get("/simulate/<job>")
+def simulation(job: str):
+    _admin_only()
+    try:
+        found = _ctl().simulations.get(job, None, True)
+    except SimulationError as exc:
+        return render_template("ui/simulation.html", error=str(exc))
+    return render_template("ui/simulation.html", job=found.to_json())
 
 
 @bp.post("/policies/<pid>/delete")

@@ -32,11 +32,16 @@ among native ones; ``swift_dir`` locates the Storlets gateway config. On GET
 the sandboxed filter nearest the stored bytes is undone at the object servers,
 as Storlets runs GET storlets (``sandbox_on_object``), unless
 ``sandboxed_decode_stage = proxy``.
+
+Lifecycle: under ``SET EXPIRY WITH after=...`` every object PUT and POST
+gets its ``X-Delete-At`` here (``filters.expiry``); Swift's object-expirer
+deletes the object then.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -54,6 +59,7 @@ from swift.common.swob import (
 )
 from swift.common.utils import get_logger, split_path
 
+from iostack.filters import expiry
 from iostack.filters.base import FilterContext, KeyProvider
 from iostack.filters.errors import FilterError
 from iostack.filters.library import get_filter
@@ -107,6 +113,38 @@ def _creation_error(req: Request, obj: str) -> HTTPException | None:
     return check_object_creation(probe, obj)
 
 
+def _tenant_delete_at(req: Request, now: float) -> float | None:
+    """The deletion time the tenant asked for (``X-Delete-At`` or ``-After``); None: none.
+
+    Raises ValueError for a value Swift itself would refuse.
+    """
+    if req.headers.get("X-Delete-At"):
+        return float(int(req.headers["X-Delete-At"]))
+    if req.headers.get("X-Delete-After"):
+        return now + int(req.headers["X-Delete-After"])
+    return None
+
+
+def _expire(req: Request, pipeline: list[PipelineEntry]) -> None:
+    """``SET EXPIRY``: the write gets the policy's ``X-Delete-At`` (``filters.expiry``).
+
+    A tenant's sooner deletion is kept; a malformed one is left for Swift to
+    refuse (400), so nothing is stored either way.
+    """
+    entry = next((e for e in pipeline if e.filter == expiry.METADATA.name), None)
+    if entry is None:
+        return
+    now = time.time()
+    try:
+        tenant = _tenant_delete_at(req, now)
+    except ValueError:
+        return
+    at = expiry.delete_at(expiry.SPEC.validate(entry.params), now, tenant)
+    for name in ("X-Delete-After", "X-Remove-Delete-At"):
+        req.headers.pop(name, None)
+    req.headers["X-Delete-At"] = str(at)
+
+
 class IOStackProxyMiddleware:
     def __init__(self, app, conf: dict[str, Any]) -> None:
         self.app = app
@@ -156,7 +194,7 @@ class IOStackProxyMiddleware:
         if req.method in ("PUT", "POST"):
             # Nothing to encode, but the write must not proceed on unknown policies.
             try:
-                view.lookup(self.reader)
+                _expire(req, view.resolution(self.reader).pipeline)
             except PolicyStoreUnavailable as exc:
                 return self._unavailable(req, view, exc)
         return self.app
@@ -206,6 +244,7 @@ class IOStackProxyMiddleware:
             resolution = view.resolution(self.reader)
         except PolicyStoreUnavailable as exc:
             return self._unavailable(req, view, exc)
+        _expire(req, resolution.pipeline)
         try:
             encoders, object_filters, preserved = self._encoders(
                 req, resolution.pipeline, view.lookup(self.reader)[1], context)

@@ -108,3 +108,25 @@ def test_a_tenants_filter_named_for_another_tenant_is_a_dsl_error_and_nothing_is
     assert (diagnostic["line"], diagnostic["column"]) == (1, text.index(rot13_filter) + 1)
     assert "AUTH_t1's own filter" in diagnostic["message"]
     assert policies.client.policies() == before
+
+
+def test_a_filter_written_against_the_sdk_from_its_template_runs_on_the_data_path(
+        iostack, tmp_path, swift_for, policies, stored):
+    """``filter new`` writes an SDK filter; its declared parameter reaches the DSL unasked."""
+    name = f"tsdk{uuid.uuid4().hex[:6]}"
+    assert iostack("filter", "new", name, "--dir", str(tmp_path)).returncode == 0
+    done = iostack("filter", "upload", str(tmp_path / f"{name}.py"), "--name", name,
+                   "--tenant", "t1")
+    assert done.returncode == 0, done.stderr
+    conn = swift_for("t1")
+    container = f"sdk-{uuid.uuid4().hex[:8]}"
+    conn.put_container(container)
+    with pytest.raises(ControllerError) as err:  # the class's declaration: key:int:0..255
+        policies.add(f"FOR CONTAINER AUTH_t1/{container} DO SET {name} WITH key=300")
+    assert "must be in [0, 255]" in str(err.value.diagnostics)
+    policies.add(f"FOR CONTAINER AUTH_t1/{container} DO SET {name} WITH key=7")
+    conn.put_object(container, "o", BODY)
+    _, raw = stored("AUTH_t1", container, "o")
+    assert raw == bytes(b ^ 7 for b in BODY)
+    assert conn.get_object(container, "o")[1] == BODY
+    assert conn.get_object(container, "o", headers={"Range": "bytes=70-99"})[1] == BODY[70:100]

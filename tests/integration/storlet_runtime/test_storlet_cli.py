@@ -14,6 +14,7 @@ from swiftclient.exceptions import ClientException
 
 from iostack.storlet_runtime import packaging
 from iostack.storlet_runtime.identity import sandbox_scope
+from iostack.storlet_runtime.storlets_api import WRAPPER_CLASS, wrapped_code
 
 pytestmark = pytest.mark.integration
 
@@ -111,15 +112,25 @@ def test_a_filter_that_fails_in_the_sandbox_is_refused_and_nothing_is_registered
     assert {o["name"] for o in storlet_tenant.conn.get_container("storlet")[1]} == before
 
 
-def test_filter_new_writes_a_filter_that_filter_test_passes_in_the_sandbox(iostack, tmp_path,
-                                                                          storlet_tenant):
-    before = {o["name"] for o in storlet_tenant.conn.get_container("storlet")[1]}
-    assert iostack("filter", "new", "my_xor", "--dir", str(tmp_path)).returncode == 0
-    done = iostack("filter", "test", str(tmp_path / "my_xor.py"), "--tenant", "t1")
-    assert done.returncode == 0, done.stderr
-    assert "10 MiB" in done.stdout
-    broken = iostack("filter", "test", str(HERE / "broken_storlet.py"), "--main",
-                     "broken_storlet.RaisingStorlet", "--tenant", "t1")
-    assert broken.returncode == 2 and "encode failed" in broken.stderr
-    # Tested, not uploaded: the tenant's storlet container is as it was.
-    assert {o["name"] for o in storlet_tenant.conn.get_container("storlet")[1]} == before
+@pytest.mark.parametrize(("code", "main", "message"), [
+    # As `filter upload` sends it: the author's class inside IOStack's protocol.
+    (wrapped_code((HERE / "broken_storlet.py").read_bytes(), "TruncatingStorlet"),
+     f"broken_storlet.{WRAPPER_CLASS}",
+     "decode of one line, bytes 0-39: 19 bytes that are not the 39"),
+    ((HERE / "rot13_storlet.py").read_bytes(), "rot13_storlet.Rot13Storlet",
+     "no Iostack-Encoded-Length"),  # plain Storlets code, not the wrapped form
+    (b"class Broken(:\n", "broken_storlet.Broken", "broken_storlet.py:1:"),
+], ids=["truncates", "no-protocol", "syntax"])
+def test_code_uploaded_through_the_rest_api_that_fails_its_check_gets_a_400_naming_why(
+        aio, code, main, message):
+    url = f"{aio['controller_url']}/v1/filters/rest_{uuid.uuid4().hex[:6]}"
+    admin = {"X-Auth-Token": aio["admin_token"]}
+    meta = {"description": "x", "extra": {"storlet": f"{main.split('.')[0]}.py",
+                                          "storlet_main": main}}
+    assert requests.put(url, json=meta, headers=admin, timeout=30).status_code == 201
+    refused = requests.put(f"{url}/code", data=code, timeout=120,
+                           headers={**admin, "Content-Type": "application/octet-stream"})
+    assert refused.status_code == 400, refused.text
+    assert message in refused.json()["error"] and "Nothing was stored" in refused.json()["error"]
+    assert requests.get(f"{url}/code", headers=admin, timeout=30).status_code == 404
+    assert "versions" not in requests.get(url, headers=admin, timeout=30).json()["extra"]

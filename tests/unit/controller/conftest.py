@@ -78,7 +78,7 @@ ADMIN_TOKEN = "admin-token-for-tests-0123456789"
 def app_config(keys, tmp_path, shared_redis_url):
     return {"host": "127.0.0.1", "port": 0, "redis_url": shared_redis_url, "amqp_url": "amqp://unused",
             "admin_token": ADMIN_TOKEN, "state_dir": str(tmp_path), "key_prefix": keys.prefix,
-            "max_body_bytes": 4096}
+            "max_body_bytes": 4096, "code_check": ["true"]}  # the real one: integration
 
 
 @pytest.fixture

@@ -333,3 +333,53 @@ def test_the_policies_page_shows_a_revocation(client, admin):
     html = client.get("/ui/policies").get_data(as_text=True)
     assert 'id="revoked"' in html and "audit pending" in html
     client.delete("/v1/policies/revocation", headers=admin)
+
+
+class FakeJob:
+    def __init__(self, state: str) -> None:
+        self.state = state
+
+    def to_json(self) -> dict:
+        answer = {"job": "j1", "state": self.state, "progress": "listed 40 objects: 4 matched"}
+        if self.state == "done":
+            answer["result"] = {
+                "objects": 4, "listed": 40, "truncated": False, "bytes": 4000,
+                "stored_bytes": 4000, "changed_objects": 3, "changed_bytes": 3000, "skipped": 0,
+                "projected_stored_bytes": 1200, "reconcile_cpu_seconds": 0.2,
+                "projection": {"error_bound_bytes": 50, "confidence": 0.95, "sample_size": 3,
+                               "population": 3, "per_filter": [
+                                   {"filter": "compression", "projected_bytes": 1200}]}}
+        return answer
+
+
+def test_the_editor_simulates_over_stored_objects_and_polls_until_done(client, app,
+                                                                       monkeypatch):
+    csrf = log_in(client)
+    page = client.get("/ui/policies").get_data(as_text=True)
+    assert 'id="simulate"' in page and 'hx-post="/ui/policies/simulate"' in page
+    started = []
+    simulations = app.extensions["iostack"].simulations
+    monkeypatch.setattr(simulations, "start",
+                        lambda owner, options: started.append((owner, options)) or
+                        FakeJob("running"))
+    monkeypatch.setattr(simulations, "get", lambda job, owner, admin: FakeJob("done"))
+    text = "FOR CONTAINER AUTH_t1/logs DO SET compression"
+    running = client.post("/ui/policies/simulate", data={"text": text},
+                          headers={"X-CSRF-Token": csrf}).get_data(as_text=True)
+    assert started == [(None, {"text": text})]
+    assert 'hx-get="/ui/simulate/j1"' in running and "listed 40 objects" in running
+    done = client.get("/ui/simulate/j1").get_data(as_text=True)
+    assert 'data-key="projected_stored_bytes">1200<' in done and "&plusmn; 50 bytes" in done
+    assert "hx-get" not in done  # it stops polling
+    bad = client.post("/ui/policies/simulate", data={"text": "FOR TENANT t1 DO SET compresion"},
+                      headers={"X-CSRF-Token": csrf}).get_data(as_text=True)
+    assert "the text has errors" in bad and len(started) == 1
+
+
+def test_simulating_needs_the_swift_config_and_a_csrf_token(client):
+    csrf = log_in(client)
+    text = {"text": "FOR TENANT t1 DO SET compression"}
+    assert client.post("/ui/policies/simulate", data=text).status_code == 403
+    html = client.post("/ui/policies/simulate", data=text,
+                       headers={"X-CSRF-Token": csrf}).get_data(as_text=True)
+    assert "no swift_dir configured" in html

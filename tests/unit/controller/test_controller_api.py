@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 import redis
 
@@ -296,3 +299,27 @@ def test_metrics_routes_without_a_metric_loop_and_with_one(client, admin):
     assert series["metric"] == "PUTS_SEC" and series["values"] == [{"start": 1.0, "value": 4.0}]
     bad_stage = client.get("/v1/metrics/PUTS_SEC/t1?stage=container", headers=admin)
     assert bad_stage.status_code == 400 and "stage" in bad_stage.json["error"]
+
+
+def test_filter_code_that_fails_its_check_is_refused_naming_why_and_nothing_is_stored(
+        app_config, redis_client):
+    # A stand-in for the sandbox check (the real one: tests/integration/storlet_runtime).
+    script = ("import json, sys; code = sys.stdin.buffer.read(); "
+              "sys.exit(0) if b'good' in code else "
+              "(print(json.dumps({'error': 'encode failed: ' + ' '.join(sys.argv[1:])})), "
+              "sys.exit(1))")
+    app = create_app({**app_config, "code_check": [sys.executable, "-c", script]})
+    app.extensions["iostack"].registries.seed()
+    client, admin = app.test_client(), {"X-Auth-Token": app_config["admin_token"]}
+    client.put("/v1/filters/mine", headers=admin, json={
+        "description": "x", "extra": {"storlet": "mine.py", "storlet_main": "mine.Mine"}})
+    refused = client.put("/v1/filters/mine/code", data=b"bad", headers=admin,
+                         content_type="application/octet-stream")
+    assert refused.status_code == 400
+    assert "failed its check in a sandbox: encode failed: mine.py mine.Mine" \
+        in refused.json["error"]
+    assert client.get("/v1/filters/mine/code", headers=admin).status_code == 404
+    assert "code_sha256" not in client.get("/v1/filters/mine", headers=admin).json["extra"]
+    assert not (Path(app_config["state_dir"]) / "filter-code" / "mine").exists()
+    assert client.put("/v1/filters/mine/code", data=b"good", headers=admin,
+                      content_type="application/octet-stream").status_code == 201

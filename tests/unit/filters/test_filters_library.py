@@ -11,7 +11,7 @@ from iostack.filters.metadata import FilterMetadata
 
 def test_builtin_filters_are_listed():
     assert filter_names() == ["noop", "compression", "encryption", "caching", "bandwidth",
-                              "csv_select", "json_select", "parquet_select", "grep"]
+                              "csv_select", "json_select", "parquet_select", "grep", "expiry"]
 
 
 @pytest.mark.parametrize("metadata", builtin_metadata(), ids=lambda m: m.name)

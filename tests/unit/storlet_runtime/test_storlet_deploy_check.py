@@ -7,11 +7,17 @@ from pathlib import Path
 import pytest
 
 from iostack.filters.metadata import Param
-from iostack.storlet_runtime.cli import parse_param
+from iostack.storlet_runtime.cli import (
+    declared_params,
+    filter_metadata,
+    parse_param,
+    prepare_upload,
+)
 from iostack.storlet_runtime.deploy import (
     MAX_STORLET_BYTES,
     StorletValidationError,
     check_python_storlet,
+    sdk_declaration,
 )
 from iostack.storlet_runtime.storlets import upper
 
@@ -64,3 +70,56 @@ def test_an_uploads_declared_parameters_are_parsed_and_bad_ones_named():
                      ("By:int", "NAME:TYPE")):
         with pytest.raises(StorletValidationError, match=why):
             parse_param(bad)
+
+
+SDK_FILTER = b'''from iostack.storlet_runtime.sdk import Filter
+
+
+class Xor(Filter):
+    params = ("key:int:0..255=90", "label:str")
+    changes_size = False
+    stages = ("object",)
+
+    def encode(self, chunks, params):
+        yield from chunks
+'''
+
+
+def test_an_sdk_filter_is_a_storlet_and_its_declaration_is_read_without_running_it(tmp_path):
+    for code in (SDK_FILTER,
+                 SDK_FILTER.replace(b"from iostack.storlet_runtime.sdk import Filter",
+                                    b"from iostack.storlet_runtime import sdk")
+                 .replace(b"(Filter)", b"(sdk.Filter)")):
+        storlet = check_python_storlet("xor.py", code)
+        assert storlet.main == "xor.Xor"
+        assert sdk_declaration(code, storlet.main) == {
+            "params": ("key:int:0..255=90", "label:str"), "changes_size": False,
+            "stages": ("object",)}
+    # Another module's Filter is not the SDK's: it has no __call__ of its own.
+    with pytest.raises(StorletValidationError, match="classes with __call__: none"):
+        check_python_storlet("xor.py", SDK_FILTER.replace(b"iostack.storlet_runtime.sdk",
+                                                          b"elsewhere"))
+    marker = tmp_path / "ran"
+    code = SDK_FILTER.replace(b'stages = ("object",)',
+                              f'stages = open({str(marker)!r}, "w")'.encode())
+    with pytest.raises(StorletValidationError, match=r"Xor.stages \(line 7\): must be written "
+                                                     "as a literal tuple of strings"):
+        sdk_declaration(code, "xor.Xor")
+    assert not marker.exists()
+    with pytest.raises(StorletValidationError, match="changes_size.*True or False"):
+        sdk_declaration(SDK_FILTER.replace(b"= False", b'= "no"'), "xor.Xor")
+
+
+def test_declared_parameters_are_registered_and_a_param_option_replaces_one(tmp_path):
+    declared = {"params": ("key:int:0..255=90", "label:str")}
+    assert declared_params(declared, ["key:int:0..15=3", "extra:bool"]) == (
+        Param("key", "int", default="3", minimum=0, maximum=15), Param("label", "str"),
+        Param("extra", "bool"))
+    (tmp_path / "xor.py").write_bytes(SDK_FILTER)
+    storlet, found = prepare_upload(tmp_path / "xor.py", "txor", None)
+    meta = filter_metadata("txor", storlet, "xor.py", "AUTH_t1",
+                           declared_params(found, []), found)
+    assert (meta.stages, meta.default_stage, meta.changes_size) == ({"object"}, "object", False)
+    assert meta.params[0] == Param("key", "int", default="90", minimum=0, maximum=255)
+    with pytest.raises(StorletValidationError, match="stages disk: a filter runs on"):
+        filter_metadata("txor", storlet, "xor.py", declared={"stages": ("disk",)})

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from iostack.storlet_runtime.deploy import check_python_storlet
+from iostack.storlet_runtime.sdk import Filter, ParamError
 from iostack.storlet_runtime.storlets_api import WRAPPER_CLASS, StorletsApiRunner, wrapped_code
 from iostack.storlet_runtime.template import filter_template
 
@@ -163,3 +164,52 @@ def test_the_template_filter_new_writes_round_trips_with_its_parameter(tmp_path)
     stored, decoded = _round_trip(cls, {"key": 7})
     assert stored[:3] == bytes(b ^ 7 for b in BODY[:3])
     assert decoded == BODY
+
+
+class Shift(Filter):
+    """Not its own inverse: the runner must pick decode on GET."""
+
+    params = ("by:int:0..255=1", "loud:bool=false")
+
+    def encode(self, chunks, params):
+        table = bytes((b + params["by"]) % 256 for b in range(256))
+        for chunk in chunks:
+            yield (chunk.upper() if params["loud"] else chunk).translate(table)
+
+    def decode(self, chunks, params):
+        table = bytes((b - params["by"]) % 256 for b in range(256))
+        for chunk in chunks:
+            yield chunk.translate(table)
+
+
+def test_an_sdk_filter_gets_typed_parameters_and_decode_on_get():
+    stored, decoded = _round_trip(Shift, {"by": 3})
+    assert stored[:5] == bytes((b + 3) % 256 for b in BODY[:5])
+    assert decoded == BODY
+    _, part = _round_trip(Shift, {"by": 200}, "17-4000")
+    assert part == BODY[17:4000]
+    stored, _ = _round_trip(Shift, {})  # the declared default
+    assert stored[:5] == bytes(b + 1 for b in BODY[:5])
+
+
+@pytest.mark.parametrize(("params", "message"), [
+    ({"by": 256}, r"by='256': must be in \[0, 255\]"),
+    ({"by": "x"}, "by=.x.: not of type int"),
+    ({"loud": "maybe"}, "loud=.maybe.: not of type bool"),
+])
+def test_an_sdk_filter_refuses_a_parameter_out_of_its_declaration(params, message):
+    with pytest.raises(ParamError, match=message):
+        _run(Shift, BODY, mode="encode", params=json.dumps(params))
+
+
+def test_an_sdk_filter_runs_as_a_plain_storlet_too():
+    out = OutFile()
+    Shift(Log())([InFile(b"abc")], [out], {"by": "1", "loud": "true"})
+    assert (out.metadata, out.body.getvalue(), out.closed) == ({}, b"BCD", True)
+    with pytest.raises(ParamError, match="parameter declaration 'by:int:x'"):
+        type("Bad", (Filter,), {"params": ("by:int:x",)})(Log())
+
+
+def test_an_sdk_filter_must_write_encode():
+    with pytest.raises(NotImplementedError, match="Lazy must define encode"):
+        _run(type("Lazy", (Filter,), {}), BODY, mode="encode", params="{}")
