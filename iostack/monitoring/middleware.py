@@ -38,6 +38,7 @@ from swift.common.utils import get_logger, split_path
 
 from iostack.monitoring.bus import PerWorker, Publisher, metrics_exchange, source_id
 from iostack.monitoring.counters import SCHEMA_VERSION, Key, Window
+from iostack.policy.logs import route_to_swift
 from iostack.policy.view import view_for
 
 LOG = logging.getLogger(__name__)
@@ -145,6 +146,7 @@ class MetricsMiddleware:
         self.app = app
         self.conf = conf
         self.logger = get_logger(conf, log_route="iostack_metrics")
+        route_to_swift(self.logger)
         self.stage = conf.get("stage", "proxy")
         if self.stage not in STAGES:
             raise ValueError(f"iostack_metrics: stage must be one of {STAGES}, "
