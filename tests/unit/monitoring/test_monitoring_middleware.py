@@ -105,3 +105,17 @@ def test_a_request_ends_when_the_iterator_it_gave_is_closed(middleware):
     iterator.close()
     (sample,) = middleware.reporter.window.flush()
     assert sample["active"] == 0 and sample["ops"] == {"GET": 1}
+
+
+def test_a_response_dropped_unread_and_unclosed_ends_the_request(middleware):
+    """Regression: s3api's sub-requests (the segments container's PUT/HEAD during a
+    multipart upload) look at the status and drop the body without reading or
+    closing it; each left ACTIVE_REQUESTS one higher for good."""
+    for method in ("PUT", "HEAD", "GET"):
+        env = {"REQUEST_METHOD": method, "PATH_INFO": "/v1/AUTH_t3/x+segments",
+               "wsgi.input": io.BytesIO()}
+        body = middleware(env, lambda status, headers: None)
+        assert middleware.reporter.window.flush()[0]["active"] == 1
+        del body
+    (sample,) = middleware.reporter.window.flush()
+    assert sample["active"] == 0
