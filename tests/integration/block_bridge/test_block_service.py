@@ -477,3 +477,33 @@ def test_rpc_clients_cannot_hold_the_service(tmp_path, native_build):
         assert svc.call("list_filtered_volumes")["result"] == []
     finally:
         svc.stop()
+
+
+def test_a_failing_filter_fails_the_iscsi_write_and_stores_nothing(tmp_path, native_build):
+    """Regression: block filters could not fail a write (void transforms), so an
+    initiator got success for writes that never happened correctly. Through the
+    real FUSE + tgt frontend, a filter's failure is a failed SCSI command."""
+    filters = tmp_path / "filters"
+    filters.mkdir()
+    for so in (native_build / "filters").glob("*.so"):
+        shutil.copy(so, filters / so.name)
+    failing = Path(__file__).parents[2] / "unit" / "block_bridge" / "filters" / "failing.c"
+    subprocess.run(["gcc", "-Wall", "-fPIC", "-shared", "-o", str(filters / "failing.so"),
+                    str(failing)], check=True)
+    flag = tmp_path / "fail-now"
+    svc = Service(tmp_path, filter_dir=str(filters))
+    svc.start()
+    try:
+        backing = make_backing(svc.devices / "flaky.img", 1 << 20)
+        url = svc.call("create_filtered_volume", name="flaky", device=str(backing),
+                       filters=[f"failing(flag={flag})", "xor(key=0x0f)"])["result"]["iscsi_url"]
+        flag.touch()
+        failed = iscsi_rw(svc.access, "write", url, "4096", data=os.urandom(8192), check=False)
+        assert b"iscsi-rw" in failed, failed
+        flag.unlink()
+        assert backing.read_bytes() == bytes(1 << 20)
+        data = os.urandom(8192)
+        iscsi_rw(svc.access, "write", url, "4096", data=data)
+        assert iscsi_rw(svc.access, "read", url, "4096", str(len(data))) == data
+    finally:
+        svc.stop()
