@@ -39,10 +39,20 @@ def amqp_answers(url: str) -> bool:
         return False
 
 
+UNIX_MEMCACHE = "unix:"  # a memcached URL naming a Unix socket: unix:/path/memcached.sock
+
+
 def memcached_answers(url: str) -> bool:
-    host, _, port = url.rpartition(":")
+    """Whether a memcached answers at ``host:port`` or ``unix:<path>``."""
     try:
-        with socket.create_connection((host, int(port)), timeout=1) as sock:
+        if url.startswith(UNIX_MEMCACHE):
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(1)
+            sock.connect(url[len(UNIX_MEMCACHE):])
+        else:
+            host, _, port = url.rpartition(":")
+            sock = socket.create_connection((host, int(port)), timeout=1)
+        with sock:
             sock.sendall(b"version\r\n")
             return sock.recv(64).startswith(b"VERSION")
     except (OSError, ValueError):

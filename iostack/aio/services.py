@@ -18,12 +18,15 @@ only servers it authenticates to:
   well-known ``guest``/``guest``, is refused with a message saying so, unless
   ``allow_unauthenticated_services`` is set; then the service is recorded as
   unauthenticated and ``iostack aio start`` and ``status`` warn about it.
-- memcached (Swift's account/container info cache) has no authentication at
-  all; a private one is started unless ``memcache_url`` names another.
 - With ``redis_sentinel`` set (the cluster mode), the private Redis is a
   master with two replicas under three Sentinels (``iostack.aio.redis_set``)
   and its URL a ``redis+sentinel://`` one; a member that is not running is
   started again by the next ``ensure``.
+- memcached (Swift's account/container info cache, and tempauth's tokens)
+  has no authentication at all; a private one is started unless
+  ``memcache_url`` names another, listening on a Unix socket only the stack's
+  uid may open (``run/memcached.sock``, 0600; URL ``unix:<path>``), never on
+  TCP, where every local user could dump it.
 
 Which URL was chosen, whether we started it, and why it is unauthenticated if
 it is, is kept in ``etc/services.json``. ``add_amqp_vhost`` gives a stack its
@@ -51,6 +54,7 @@ from iostack.aio.redis_set import SENTINELS, SERVERS, RedisSet, RedisSetError
 from iostack.aio.secrets import generated_secret
 from iostack.aio.state import private_dir, write_private_json, write_private_text
 from iostack.service_probes import (
+    UNIX_MEMCACHE,
     amqp_answers,
     amqp_open_door,
     memcached_answers,
@@ -146,7 +150,7 @@ class Services:
         self.reserved = reserved
         self.path = state_dir / SERVICES_FILE
         self.info: dict[str, ServiceInfo] = {}
-        # Addresses besides loopback that private memcached and RabbitMQ also listen on
+        # Addresses besides loopback that a private RabbitMQ also listens on
         # (a cluster's storage nodes reach them on the root namespace's bridge address).
         self.listen_also: tuple[str, ...] = ()
         # A private Redis is a replicated set under Sentinel (the cluster mode).
@@ -346,16 +350,21 @@ class Services:
         return ServiceInfo(url=url, private=True, port=port)
 
     def _start_memcached(self) -> ServiceInfo:
+        """memcached on a Unix socket (mode 0600 in the 0700 ``run/``), no TCP at all:
+        it has no authentication, and holds live tokens and cached ACLs. Swift's
+        servers reach it through ``iostack_memcache`` (``unix:<path>``); storage
+        nodes in network namespaces share the filesystem, so they reach it too."""
         binary = self._require("memcached")
-        port = free_port(self._previous_port("memcached"), avoid=self.reserved)
-        argv = [binary, "-l", ",".join(("127.0.0.1", *self.listen_also)), "-p", str(port),
-                "-U", "0", "-m", "64"]
+        private_dir(self.processes.run_dir)
+        path = self.processes.run_dir / "memcached.sock"
+        path.unlink(missing_ok=True)
+        argv = [binary, "-s", str(path), "-a", "0600", "-m", "64"]
         if os.geteuid() == 0:
             argv += ["-u", "root"]  # memcached refuses to run as root without it
         self.processes.start("memcached", argv)
-        url = f"127.0.0.1:{port}"
+        url = f"{UNIX_MEMCACHE}{path}"
         self._starting["memcached"] = lambda: memcached_answers(url)
-        return ServiceInfo(url=url, private=True, port=port)
+        return ServiceInfo(url=url, private=True, port=0)
 
     def _rabbitmq_env(self) -> dict[str, str]:
         """The environment our broker runs in, for it and for ``rabbitmqctl``."""

@@ -321,7 +321,7 @@ class SwiftLayout:
         conf["filter:storlet_handler"] = storlet_conf.filter_section(
             self.swift_dir, "proxy", RESELLER_PREFIX.rstrip("_"))
         conf["filter:cache"] = {
-            "use": "egg:swift#memcache",
+            "use": "egg:iostack#iostack_memcache",  # memcached on a Unix socket
             "memcache_servers": self.memcache_url,
         }
         # Both versioning modes (X-Versions-Location/X-History-Location, and

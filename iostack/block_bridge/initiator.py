@@ -1,4 +1,4 @@
-"""Konnector's iSCSI initiator methods.
+"""Konnector's iSCSI initiator methods, limited to the bridge's own targets.
 
 The kernel initiator (open-iscsi's ``iscsiadm``) does discovery, login and
 logout where it is installed. Discovery also works without it, through
@@ -6,6 +6,15 @@ libiscsi's userspace ``iscsi-ls`` (SendTargets). Methods that need the
 kernel initiator fail with a clear message where it is absent (as on
 hosts without the iscsi_tcp module). Every command is an argument list:
 nothing is passed through a shell.
+
+An RPC caller drives the host's initiator, so ``Initiator`` confines it to
+what the bridge itself exports: ``discover_portal``, ``login_target`` and
+``logout_target`` accept only the bridge's own portal (``portal_host``:
+``portal_port``; ``hostname``/``port`` may be left out) and, for targets,
+only the IQNs of the bridge's volumes; ``logout_all_targets`` logs out
+those targets' sessions, never the host's others; ``display_session``
+lists only the bridge's sessions. Anything else is an invalid-params error
+that names what is allowed.
 """
 
 from __future__ import annotations
@@ -13,6 +22,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from .processes import port_open
@@ -20,6 +30,7 @@ from .processes import port_open
 INITIATOR_FILE = Path("/etc/iscsi/initiatorname.iscsi")
 HOST_RE = re.compile(r"^[A-Za-z0-9.:\[\]-]{1,255}$")
 IQN_RE = re.compile(r"^(iqn|eui|naa)\.[A-Za-z0-9.:_-]{1,220}$")
+SESSION_RE = re.compile(r"^\S+: \[\d+\] (\S+),\d+ (\S+)")  # tcp: [1] 127.0.0.1:3260,1 iqn...
 
 
 class InitiatorError(Exception):
@@ -41,16 +52,6 @@ def _iscsiadm() -> str:
         raise InitiatorError("failed", "iscsiadm (open-iscsi) is not installed on this host: "
                                        "the kernel initiator methods are unavailable")
     return path
-
-
-def _portal(params: dict) -> tuple[str, int]:
-    host = params.get("hostname")
-    port = params.get("port", 3260)
-    if not isinstance(host, str) or not HOST_RE.match(host):
-        raise InitiatorError("invalid", f"bad hostname {host!r}")
-    if not isinstance(port, int) or not 0 < port < 65536:
-        raise InitiatorError("invalid", f"bad port {port!r}")
-    return host, port
 
 
 def get_initiator_name(params: dict) -> str:
@@ -81,50 +82,78 @@ def _sendtargets(host: str, port: int) -> list[tuple[str, str, int, int]]:
     return [(m[1], m[2], int(m[3]), int(m[4])) for m in matches if m]
 
 
-def discover_portal(params: dict) -> dict:
-    """SendTargets discovery -> {iqn: {ip: {interface, portal: [ip, port, tpgt]}}}."""
-    host, port = _portal(params)
-    method = params.get("discovery_method", "sendtargets")
-    if method != "sendtargets":
-        raise InitiatorError("invalid", f"discovery_method {method!r}: only sendtargets")
-    if params.get("auth_method") not in (None, "none"):
-        raise InitiatorError("invalid", "CHAP discovery is not supported by this service")
-    found: dict = {}
-    for iqn, ip, tport, tpgt in _sendtargets(host, port):
-        found.setdefault(iqn, {})[ip] = {"interface": "default", "portal": [ip, tport, tpgt]}
-    return found
+class Initiator:
+    """The initiator methods, bound to one bridge's portal and volumes."""
 
+    def __init__(self, portal_host: str, portal_port: int,
+                 own_targets: Callable[[], Collection[str]]) -> None:
+        self.portal_host = portal_host
+        self.portal_port = portal_port
+        self.own_targets = own_targets  # the IQNs of the bridge's volumes, now
 
-def _target(params: dict) -> str:
-    iqn = params.get("targetname")
-    if not isinstance(iqn, str) or not IQN_RE.match(iqn):
-        raise InitiatorError("invalid", f"bad targetname {iqn!r}")
-    return iqn
+    def methods(self) -> dict[str, Callable[[dict], object]]:
+        return {"get_initiator_name": get_initiator_name,
+                "discover_portal": self.discover_portal,
+                "login_target": self.login_target,
+                "logout_target": self.logout_target,
+                "logout_all_targets": self.logout_all_targets,
+                "display_session": self.display_session}
 
+    def _portal(self, params: dict) -> tuple[str, int]:
+        host = params.get("hostname", self.portal_host)
+        port = params.get("port", self.portal_port)
+        if not isinstance(host, str) or not HOST_RE.match(host):
+            raise InitiatorError("invalid", f"bad hostname {host!r}")
+        if not isinstance(port, int) or not 0 < port < 65536:
+            raise InitiatorError("invalid", f"bad port {port!r}")
+        if (host, port) != (self.portal_host, self.portal_port):
+            raise InitiatorError("invalid", f"portal {host}:{port} is not this bridge's "
+                                            f"({self.portal_host}:{self.portal_port})")
+        return host, port
 
-def login_target(params: dict) -> None:
-    host, port = _portal(params)
-    _run([_iscsiadm(), "-m", "node", "-T", _target(params), "-p", f"{host}:{port}", "--login"])
+    def _target(self, params: dict) -> str:
+        iqn = params.get("targetname")
+        if not isinstance(iqn, str) or not IQN_RE.match(iqn):
+            raise InitiatorError("invalid", f"bad targetname {iqn!r}")
+        if iqn not in self.own_targets():
+            raise InitiatorError("invalid", f"target {iqn} is not one of this bridge's "
+                                            "volumes")
+        return iqn
 
+    def discover_portal(self, params: dict) -> dict:
+        """SendTargets discovery -> {iqn: {ip: {interface, portal: [ip, port, tpgt]}}}."""
+        host, port = self._portal(params)
+        method = params.get("discovery_method", "sendtargets")
+        if method != "sendtargets":
+            raise InitiatorError("invalid", f"discovery_method {method!r}: only sendtargets")
+        if params.get("auth_method") not in (None, "none"):
+            raise InitiatorError("invalid", "CHAP discovery is not supported by this service")
+        found: dict = {}
+        for iqn, ip, tport, tpgt in _sendtargets(host, port):
+            found.setdefault(iqn, {})[ip] = {"interface": "default",
+                                             "portal": [ip, tport, tpgt]}
+        return found
 
-def logout_target(params: dict) -> None:
-    host, port = _portal(params)
-    _run([_iscsiadm(), "-m", "node", "-T", _target(params), "-p", f"{host}:{port}", "--logout"])
+    def login_target(self, params: dict) -> None:
+        host, port = self._portal(params)
+        iqn = self._target(params)
+        _run([_iscsiadm(), "-m", "node", "-T", iqn, "-p", f"{host}:{port}", "--login"])
 
+    def logout_target(self, params: dict) -> None:
+        host, port = self._portal(params)
+        iqn = self._target(params)
+        _run([_iscsiadm(), "-m", "node", "-T", iqn, "-p", f"{host}:{port}", "--logout"])
 
-def logout_all_targets(params: dict) -> None:
-    _run([_iscsiadm(), "-m", "node", "--logoutall=all"])
+    def _sessions(self) -> list[tuple[str, str, str]]:
+        """(line, portal, iqn) of the host's sessions to this bridge's targets."""
+        own = set(self.own_targets())
+        out = _run([_iscsiadm(), "-m", "session"])
+        matches = ((line, SESSION_RE.match(line)) for line in out.splitlines())
+        return [(line, m[1], m[2]) for line, m in matches if m and m[2] in own]
 
+    def logout_all_targets(self, params: dict) -> None:
+        for _, portal, iqn in self._sessions():
+            _run([_iscsiadm(), "-m", "node", "-T", iqn, "-p", portal, "--logout"])
 
-def display_session(params: dict) -> list[str]:
-    return _run([_iscsiadm(), "-m", "session"]).splitlines()
-
-
-METHODS = {
-    "get_initiator_name": get_initiator_name,
-    "discover_portal": discover_portal,
-    "login_target": login_target,
-    "logout_target": logout_target,
-    "logout_all_targets": logout_all_targets,
-    "display_session": display_session,
-}
+    def display_session(self, params: dict) -> list[str]:
+        return [line for line, _, _ in self._sessions()]

@@ -13,6 +13,7 @@ FILE is JSON:
      "chap_user": "iostack", "chap_password": "<secret>",   # CHAP for every target
      "initiators": ["iqn.2026-11.org.iostack:initiator.1a2b"],  # initiator ACL
      "allowed_devices": ["/dev/sdb", "/dev/vg0/"], # operator-listed devices (default: none)
+     "rpc_timeout": 30, "rpc_connections": 16,    # per-connection idle timeout (s), cap
      "demo_volume": {"name": "demo", "size": 67108864, "filters": "xor(key=0x5a)>bitrev"},
      "controller_url": "http://127.0.0.1:9090", "controller_token": "<token>",
      "backend": "tgt"}                            # or "lio" on hosts with configfs/TCMU
@@ -21,10 +22,17 @@ user, password, state_dir, chap_user, chap_password and initiators are
 required; ``write_config`` creates a file with generated credentials (mode
 0600). There is no default password, and no target is open to initiators
 outside ``initiators`` or without the CHAP pair (``access``).
-Backing devices must be the files under ``<state_dir>/block`` or under one of
-``allowed_devices`` (devices or directories); nothing else
+Backing devices must be the files under ``<state_dir>/block-images`` or under
+one of ``allowed_devices`` (devices or directories); nothing else
 under ``/dev`` is allowed by default, so an RPC caller cannot export the
-host's own disks.
+host's own disks, and nothing under ``<state_dir>/block`` (the bridge's own
+state, keys included) ever is (``volumes``).
+
+The API bounds what one client can hold: every connection's socket has a
+``rpc_timeout`` (a client that stops sending or reading mid-request is
+dropped after that many seconds), at most ``rpc_connections`` are served at
+once (more wait in the listen backlog), bodies are at most 1 MiB
+(``MAX_BODY``) and nested at most ``bounded_json.MAX_DEPTH`` levels.
 
 Methods: create_filtered_volume {name, device|serial, [filters], [storage_group]}
 (without ``filters`` the stack comes from the controller's VOLUME and
@@ -32,7 +40,8 @@ STORAGE_GROUP policies, see ``attach``; with no controller configured the
 volume is plain), delete_filtered_volume {name},
 list_filtered_volumes, create_storage_group {name, nodes, policy},
 delete_storage_group {name}, list_storage_groups, and the initiator
-methods of ``iostack.block_bridge.initiator``. With the ``tgt`` backend the
+methods of ``iostack.block_bridge.initiator`` (limited to this bridge's
+own portal and targets). With the ``tgt`` backend the
 service starts its own tgtd (private control port) and stops it, with every
 FUSE frontend, on SIGTERM/SIGINT; with ``lio`` it runs tcmu-runner with
 ``handler_iostack.so`` and builds LIO targets through rtslib (``exporters``).
@@ -44,23 +53,25 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import hmac
 import json
 import logging
 import os
 import secrets
 import signal
+import socket
 import threading
 from dataclasses import asdict, dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from . import initiator
 from .access import AccessError, IscsiAccess
 from .attach import PolicyStacks, StorageGroups, with_group_limits
 from .exporters import LioExporter, TgtFuseExporter
 from .files import write_private
+from .initiator import Initiator
 from .native_lib import BUILD_DIR, default_filter_dir
 from .rpc import Dispatcher
 from .tgt import Tgtd
@@ -90,6 +101,8 @@ class ServiceConfig:
     controller_url: str = ""  # where VOLUME/STORAGE_GROUP policies are resolved
     controller_token: str = ""
     backend: str = "tgt"  # "tgt" (userspace, FUSE) | "lio" (kernel LIO + TCMU)
+    rpc_timeout: float = 30.0  # seconds a connection may sit idle mid-request
+    rpc_connections: int = 16  # connections served at once
 
     @classmethod
     def load(cls, path: Path) -> ServiceConfig:
@@ -109,6 +122,14 @@ class ServiceConfig:
         for key in ("port", "portal_port"):
             if key in data and (not isinstance(data[key], int) or not 0 <= data[key] < 65536):
                 raise ValueError(f"{path}: '{key}' must be a port number")
+        timeout = data.get("rpc_timeout", cls.rpc_timeout)
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
+                or not 0 < timeout <= 3600:
+            raise ValueError(f"{path}: 'rpc_timeout' must be seconds in (0, 3600]")
+        connections = data.get("rpc_connections", cls.rpc_connections)
+        if isinstance(connections, bool) or not isinstance(connections, int) \
+                or not 0 < connections <= 1024:
+            raise ValueError(f"{path}: 'rpc_connections' must be 1..1024")
         config = cls(**data)
         try:
             config.access()
@@ -120,6 +141,42 @@ class ServiceConfig:
     def access(self) -> IscsiAccess:
         """Who may log in to this bridge's targets."""
         return IscsiAccess(self.chap_user, self.chap_password, tuple(self.initiators))
+
+
+class BoundedHTTPServer(ThreadingHTTPServer):
+    """Serves at most ``connections`` clients at once; one more is answered
+    503 and closed at once rather than costing a thread."""
+
+    BUSY_TEXT = b"too many connections; try again\n"
+    BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
+            b"Content-Length: %d\r\nConnection: close\r\n\r\n%s"
+            % (len(BUSY_TEXT), BUSY_TEXT))
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
+                 connections: int) -> None:
+        self.slots = threading.BoundedSemaphore(connections)
+        super().__init__(address, handler)
+
+    def process_request(self, request: socket.socket, client_address: Any) -> None:
+        if self.slots.acquire(blocking=False):
+            return super().process_request(request, client_address)
+        # Answer, then read what the client sent until it closes (briefly): closing
+        # with its request unread would reset the connection before it reads the 503.
+        request.settimeout(0.2)
+        with contextlib.suppress(OSError):
+            request.sendall(self.BUSY)
+            request.shutdown(socket.SHUT_WR)
+            for _ in range(16):
+                if not request.recv(4096):
+                    break
+        self.shutdown_request(request)
+        return None
+
+    def process_request_thread(self, request: socket.socket, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
 
 
 def write_config(path: Path, state_dir: Path, **overrides: Any) -> ServiceConfig:
@@ -161,7 +218,7 @@ class BlockBridgeService:
         self.exporter = make_exporter(config, self.block_dir, filter_dir)
         self.volumes = VolumeManager(
             self.state_dir, self.exporter, filter_dir,
-            config.iqn_prefix, [*config.allowed_devices, str(self.block_dir)])
+            config.iqn_prefix, config.allowed_devices)
         self.groups = StorageGroups(self.block_dir / "groups.json")
         self.policies = (PolicyStacks(config.controller_url, config.controller_token)
                          if config.controller_url else None)
@@ -172,7 +229,8 @@ class BlockBridgeService:
             "create_storage_group": self.create_storage_group,
             "delete_storage_group": self.delete_storage_group,
             "list_storage_groups": self.list_storage_groups,
-            **initiator.METHODS,
+            **Initiator(config.portal_host, config.portal_port,
+                        self.volumes.targets).methods(),
         })
         self.httpd: ThreadingHTTPServer | None = None
 
@@ -229,8 +287,8 @@ class BlockBridgeService:
                 log.warning("%s", problem)
             if self.config.demo_volume:
                 self._demo_volume(self.config.demo_volume)
-            self.httpd = ThreadingHTTPServer((self.config.host, self.config.port),
-                                             self._handler_class())
+            self.httpd = BoundedHTTPServer((self.config.host, self.config.port),
+                                           self._handler_class(), self.config.rpc_connections)
         except BaseException:
             self.volumes.shutdown()
             self.exporter.stop()
@@ -245,7 +303,7 @@ class BlockBridgeService:
         name = demo.get("name", "demo")
         if name in self.volumes.records:
             return
-        backing = self.block_dir / f"{name}.img"
+        backing = self.volumes.images / f"{name}.img"
         if not backing.exists():
             with open(backing, "wb") as f:
                 f.truncate(int(demo.get("size", 64 << 20)))
@@ -266,6 +324,8 @@ class BlockBridgeService:
             f"{self.config.user}:{self.config.password}".encode()).decode()
 
         class Handler(BaseHTTPRequestHandler):
+            timeout = service.config.rpc_timeout  # on the socket: reads and writes
+
             def log_message(self, fmt: str, *args: Any) -> None:
                 log.debug("%s " + fmt, self.address_string(), *args)
 

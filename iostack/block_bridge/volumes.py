@@ -6,9 +6,17 @@ service's exporter (``exporters``: FUSE + tgt, or LIO + TCMU) as LUN 1 of
 target ``<iqn_prefix>:<name>``. A failure while building undoes the steps already
 taken, so a volume exists completely or not at all.
 
+Backing devices are files in the dedicated folder ``<state_dir>/block-images``
+or under an operator-listed ``allowed_devices`` entry; nothing under the
+bridge's own state (``<state_dir>/block``: ``volumes.json`` with the keys,
+FUSE mounts, logs) is ever a backing device, whatever the operator lists,
+and links are resolved before the check.
+
 Volume records are kept in ``<state_dir>/block/volumes.json`` (JSON, mode
 0600) and re-established when the service starts again; the backing device
-keeps the filtered bytes, so data survive restarts. What the service shows
+keeps the filtered bytes, so data survive restarts. ``restore`` puts every
+record through the same checks as ``create`` (name, stack, backing path,
+conflicts) and skips, with a reason, whatever no longer passes them. What the service shows
 (``describe``, errors) has secret filter arguments (the aes_xts key) masked;
 only the 0600 records and the frontends' standard input hold them.
 """
@@ -30,6 +38,7 @@ from .native_lib import StackError, validate
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 BY_ID = Path("/dev/disk/by-id")
+IMAGES = "block-images"  # under the state dir: the backing files the bridge may export
 
 
 class VolumeError(Exception):
@@ -69,11 +78,14 @@ class VolumeManager:
                  allowed_devices: list[str]) -> None:
         self.dir = state_dir / "block"
         self.dir.mkdir(parents=True, exist_ok=True)
+        self.images = state_dir / IMAGES
+        self.images.mkdir(mode=0o700, exist_ok=True)
+        self.own_state = Path(os.path.realpath(self.dir))
         self.exporter = exporter
         self.filter_dir = filter_dir
         self.iqn_prefix = iqn_prefix
         # Compared resolved, as the requested device is: a listed by-id link allows its disk.
-        self.allowed_devices = [os.path.realpath(p) for p in allowed_devices]
+        self.allowed_devices = [os.path.realpath(p) for p in (*allowed_devices, self.images)]
         self.lock = threading.Lock()
         self.records: dict[str, VolumeRecord] = {}
 
@@ -93,6 +105,10 @@ class VolumeManager:
         if not isinstance(device, str) or not os.path.isabs(device):
             raise VolumeError("invalid", f"device must be an absolute path, got {device!r}")
         path = Path(os.path.realpath(device))
+        if path.is_relative_to(self.own_state):
+            raise VolumeError("invalid", f"device {path} is in the bridge's own state "
+                                         f"({self.own_state}); backing files belong in "
+                                         f"{self.images}")
         if not any(path.is_relative_to(prefix) for prefix in self.allowed_devices):
             raise VolumeError("invalid", f"device {path} is outside the allowed locations "
                                          f"{self.allowed_devices}")
@@ -136,24 +152,35 @@ class VolumeManager:
             "iscsi_url": self.exporter.url(record.iqn),
         }
 
+    def _export(self, name: object, device: object, serial: object,
+                filters: object) -> VolumeRecord:
+        """Check, then export; the record is kept only once its export is up."""
+        name, backing, spec, items = self._check(name, device, serial, filters)
+        tid = max([r.tid for r in self.records.values()], default=0) + 1
+        # IQNs allow only a-z, 0-9, '-', '.', ':' (RFC 3720).
+        iqn = f"{self.iqn_prefix}:{name}".lower().replace("_", "-")
+        if any(r.iqn == iqn for r in self.records.values()):
+            raise VolumeError("conflict", f"volume {name!r} would reuse target {iqn}")
+        record = VolumeRecord(name, str(backing), spec, items, tid, iqn)
+        try:
+            self.exporter.up(record)
+        except Exception as exc:  # noqa: BLE001 - the RPC reports any exporter error
+            raise VolumeError("failed", redact_text(
+                f"could not export volume {name!r}: {exc}", spec)) from None
+        self.records[name] = record
+        return record
+
     def create(self, name: object, device: object = None, serial: object = None,
                filters: object = ()) -> dict:
         with self.lock:
-            name, backing, spec, items = self._check(name, device, serial, filters)
-            tid = max([r.tid for r in self.records.values()], default=0) + 1
-            # IQNs allow only a-z, 0-9, '-', '.', ':' (RFC 3720).
-            iqn = f"{self.iqn_prefix}:{name}".lower().replace("_", "-")
-            if any(r.iqn == iqn for r in self.records.values()):
-                raise VolumeError("conflict", f"volume {name!r} would reuse target {iqn}")
-            record = VolumeRecord(name, str(backing), spec, items, tid, iqn)
-            try:
-                self.exporter.up(record)
-            except Exception as exc:  # noqa: BLE001 - the RPC reports any exporter error
-                raise VolumeError("failed", redact_text(
-                    f"could not export volume {name!r}: {exc}", spec)) from None
-            self.records[name] = record
+            record = self._export(name, device, serial, filters)
             self._save()
             return self.describe(record)
+
+    def targets(self) -> set[str]:
+        """The IQNs this bridge exports (the initiator methods' whitelist)."""
+        with self.lock:
+            return {r.iqn for r in self.records.values()}
 
     def delete(self, name: object) -> None:
         with self.lock:
@@ -177,15 +204,19 @@ class VolumeManager:
         problems = []
         if not path.exists():
             return problems
-        for entry in json.loads(path.read_text()):
-            record = VolumeRecord(**entry)
+        entries = json.loads(path.read_text())
+        for entry in entries if isinstance(entries, list) else [entries]:
+            if not isinstance(entry, dict) or set(entry) != set(VolumeRecord.__annotations__):
+                problems.append(f"volumes.json: skipped a malformed record ({type(entry)})")
+                continue
             try:
-                self.exporter.up(record)
-                self.records[record.name] = record
-            except Exception as exc:  # noqa: BLE001 - the RPC reports any exporter error
-                problems.append(redact_text(f"volume {record.name!r} not restored: {exc}",
-                                            record.spec))
-        self._save()
+                with self.lock:
+                    self._export(entry["name"], entry["backing"], None, entry["filters"])
+            except VolumeError as exc:
+                problems.append(redact_text(f"volume {entry['name']!r} not restored: {exc}",
+                                            str(entry["spec"])))
+        with self.lock:
+            self._save()
         return problems
 
     def shutdown(self) -> list[str]:

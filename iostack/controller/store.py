@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -192,11 +193,16 @@ class PolicyStore:
         return {t: [json.loads(v) for v in rules.values()]
                 for t, rules in zip(targets, pipe.execute(), strict=True)}
 
-    def _rule_writes(self, rules):
+    def _rule_writes(self, rules, enforced: str | None = None):
+        """Writes that put ``rules`` in force; an actor's enforce stamps each with
+        ``enforced`` (fresh per enforce), so a rule reverted and enforced again
+        is never byte-identical to its earlier self: what the data path derives
+        from rules (the proxy cache's entry versions) cannot repeat."""
         writes = []
         for rule in rules:
+            stored = rule | {"enforced": enforced} if enforced else rule
             writes.append(("hset", (self.keys.rules(rule["level"], rule["target"]), rule["id"],
-                                    json.dumps(rule))))
+                                    json.dumps(stored))))
             if rule["level"] == "object":
                 container = rule["target"].rsplit("/", 1)[0]
                 writes.append(("hincrby", (self.keys.objrules, container, 1)))
@@ -335,7 +341,7 @@ class PolicyStore:
                       for w in self.history.event(pid, level, name, on)]
             pipe.multi()
             if on:
-                for command, args in self._rule_writes(change):
+                for command, args in self._rule_writes(change, uuid.uuid4().hex):
                     getattr(pipe, command)(*args)
                 in_force |= {r["id"] for r in change}
             else:

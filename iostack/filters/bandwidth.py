@@ -69,11 +69,15 @@ DIRECTIONS = ("get", "put", "ops")  # the rates a scope is shaped by
 def scope_of(sources: list[dict[str, str]], account: str, container: str | None) -> str:
     """The scope a ``bandwidth`` pipeline entry limits, from the rules that set it.
 
-    The container when the most specific rule is a container's (or an
-    object's); the tenant otherwise (tenant, group and global rules apply per
-    tenant).
+    The container the most specific rule names when that rule is a
+    container's (or an object's): the container the tenant wrote to, so an
+    S3 multipart part stored in ``<bucket>+segments`` under the bucket's
+    rule draws from the bucket's bucket, not a second one of its own; the
+    tenant otherwise (tenant, group and global rules apply per tenant).
     """
-    levels = [source.get("level") for source in sources]
-    if container and levels and levels[-1] in ("container", "object"):
-        return f"{account}/{container}"
-    return account
+    if not container or not sources or sources[-1].get("level") not in ("container", "object"):
+        return account
+    # Targets: container "AUTH_t1/logs" or "*/logs", object "AUTH_t1/logs/a.csv".
+    parts = sources[-1].get("target", "").split("/", 2)
+    named = parts[1] if len(parts) > 1 and parts[1] else container
+    return f"{account}/{named}"

@@ -2,7 +2,9 @@
 
 Counts, per account and container, the requests of each method that
 finished, the body bytes received (PUT) and sent (GET) as they move, the
-requests in progress and a latency histogram per method (``counters``).
+requests in progress and a latency histogram per method (``counters``). A
+request is in progress until its response body is read to the end, closed,
+or dropped unread (``CountedResponse``).
 Every ``interval`` seconds, on wall-clock multiples of it, a background
 thread of the worker publishes the interval's batch to the ``<namespace>.metrics``
 topic exchange with routing key ``metrics.<stage>.<source>`` (``bus``,
@@ -31,6 +33,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -38,6 +41,7 @@ from swift.common.utils import get_logger, split_path
 
 from iostack.monitoring.bus import PerWorker, Publisher, metrics_exchange, source_id
 from iostack.monitoring.counters import SCHEMA_VERSION, Key, Window
+from iostack.policy.logs import route_to_swift
 from iostack.policy.view import view_for
 
 LOG = logging.getLogger(__name__)
@@ -141,13 +145,18 @@ class CountingInput:
 
 
 class CountedResponse:
-    """A response body that counts what it sends and ends the request when closed."""
+    """A response body that counts what it sends and ends the request when it
+    is read to the end, closed, or dropped: a caller that only looks at the
+    status (s3api's sub-requests for the segments container, swob's
+    ``get_response`` callers) neither reads nor closes the body, and the
+    request used to stay active for good."""
 
     def __init__(self, body: Iterable[bytes], count: Callable[[int], None],
                  done: Callable[[], None]) -> None:
         self.body = body
         self.count = count
         self.done = done
+        weakref.finalize(self, done)  # done must not refer to self
 
     def __iter__(self) -> Iterator[bytes]:
         # Callers such as proxy-logging close the iterator they got, not this object.
@@ -172,6 +181,7 @@ class MetricsMiddleware:
         self.app = app
         self.conf = conf
         self.logger = get_logger(conf, log_route="iostack_metrics")
+        route_to_swift(self.logger)
         self.stage = conf.get("stage", "proxy")
         if self.stage not in STAGES:
             raise ValueError(f"iostack_metrics: stage must be one of {STAGES}, "

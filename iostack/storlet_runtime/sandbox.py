@@ -61,6 +61,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 from iostack.storlet_runtime.cgroups import ScopeCgroup, join
 from iostack.storlet_runtime.config import SandboxConfig
@@ -88,6 +89,17 @@ def reap_exited() -> None:
         if proc.poll() is not None:
             del _unreaped[pid]
 
+
+
+def open_private_log(path: str | Path) -> BinaryIO:
+    """The scope's ``sandbox.log`` for appending, readable by its owner only: what a
+    tenant's code logs is the tenant's (it was created 0644, readable by every local
+    user). One left by an earlier version with a wider mode is narrowed."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o600)
+    if os.fstat(fd).st_mode & 0o077:
+        os.fchmod(fd, 0o600)
+    return os.fdopen(fd, "ab")
 
 class SandboxStartError(RuntimeError):
     """The sandbox could not be started (lock timeout, missing executable...)."""
@@ -290,12 +302,12 @@ class ScopeSandbox:
                 os.setresgid(uid, uid, uid)
                 os.setresuid(uid, uid, uid)
 
-        Path(stderr_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(stderr_path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         seccomp_fd = os.open(cfg.seccomp_path, os.O_RDONLY)
         try:
             argv = bwrap_command(cfg, self.scope, host_storlet_dir, container_name, log_level,
                                  seccomp_fd)
-            with open(stderr_path, "ab") as err:
+            with open_private_log(stderr_path) as err:
                 proc = subprocess.Popen(  # noqa: S603 - argv built from config, no shell
                     argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err, close_fds=True,
                     pass_fds=(seccomp_fd,), start_new_session=True,

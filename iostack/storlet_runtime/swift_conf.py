@@ -64,7 +64,7 @@ def internal_client_conf(swift_dir: Path, memcache_url: str) -> ConfigParser:
     conf["DEFAULT"] = {"swift_dir": str(swift_dir)}
     conf["pipeline:main"] = {"pipeline": "catch_errors proxy-logging cache proxy-server"}
     conf["app:proxy-server"] = {"use": "egg:swift#proxy", "account_autocreate": "true"}
-    conf["filter:cache"] = {"use": "egg:swift#memcache", "memcache_servers": memcache_url}
+    conf["filter:cache"] = {"use": "egg:iostack#iostack_memcache", "memcache_servers": memcache_url}
     conf["filter:catch_errors"] = {"use": "egg:swift#catch_errors"}
     conf["filter:proxy-logging"] = {"use": "egg:swift#proxy_logging"}
     return conf

@@ -62,6 +62,7 @@ from swift.common.utils import config_true_value, get_logger
 from iostack.filters.bandwidth import DIRECTIONS, scope_of
 from iostack.monitoring.bus import Consumer, PerWorker, qos_exchange, source_id
 from iostack.policy.connection import connect
+from iostack.policy.logs import route_to_swift
 from iostack.policy.reader import PolicyStoreUnavailable
 from iostack.policy.view import RequestView, view_for
 from iostack.swift_middleware.shared_bucket import (
@@ -229,6 +230,7 @@ class QosMiddleware:
         self.app = app
         self.conf = conf
         self.logger = get_logger(conf, log_route="iostack_qos")
+        route_to_swift(self.logger)
         self.reader_settings = reader_settings(conf)
         self.amqp_url = conf.get("amqp_url")
         self.exchange = qos_exchange(conf.get("namespace", "iostack"))

@@ -44,13 +44,13 @@ from iostack.controller.api import (
     tenants,
     volumes,
 )
-from iostack.controller.api.base import Controller, control_loop, ctl, error_response
+from iostack.controller.api.base import Controller, control_loop, ctl, error_response, redact
 from iostack.controller.api.explain import explain_json, explain_volume
 from iostack.controller.api.history import history_diff, history_entries, version_number
 from iostack.controller.api.policies import redact_result, with_actors
 
 __all__ = ["Controller", "control_loop", "create_app", "ctl", "error_response", "explain_json",
-           "explain_volume", "history_diff", "history_entries", "redact_result",
+           "explain_volume", "history_diff", "history_entries", "redact", "redact_result",
            "version_number", "with_actors"]
 
 v1 = Blueprint("v1", __name__, url_prefix="/v1")

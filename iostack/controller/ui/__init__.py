@@ -20,7 +20,11 @@ default 8 h). The cookie holds only a random id (HttpOnly, SameSite=Strict,
 Secure over HTTPS). The token is authenticated again on every page (cached
 by the ``Authenticator``), so a revoked Keystone token ends the session.
 Every state-changing request must carry the session's CSRF token (htmx sends
-it as ``X-CSRF-Token``; forms as a hidden ``csrf`` field).
+it as ``X-CSRF-Token``; forms as a hidden ``csrf`` field), and every one,
+the login included, must come from the console's own origin
+(``check_origin``: ``Origin`` and ``Sec-Fetch-Site``), so no other site can
+log a browser into a session of its choosing. Policy texts the pages show
+(the metrics page's actors included) have secret parameters masked.
 
 Responses carry a strict Content-Security-Policy (scripts, styles and
 connections from the console's own origin only; no inline script, no eval),
@@ -107,6 +111,24 @@ def current() -> tuple[Session, Principal] | None:
         _ctl().redis.delete(key)
         return None
     return session, principal
+
+
+def check_origin() -> None:
+    """A state-changing request must come from the console's own pages.
+
+    The CSRF token covers requests inside a session; the login has none yet,
+    so a page elsewhere could post its own token to ``/ui/login`` and log the
+    victim's browser into the attacker's session (login CSRF). Browsers send
+    ``Origin`` with every POST (``null`` from sandboxes and some redirects) and
+    ``Sec-Fetch-Site``: a foreign or null origin, or a cross-site fetch, is
+    refused. A client that sends neither (curl, scripts) is not a browser
+    that could have been steered, and passes."""
+    origin = request.headers.get("Origin")
+    own = f"{request.scheme}://{request.host}"
+    if origin is not None and origin != own:
+        abort(403, f"cross-origin request refused (Origin {origin!r}, this console is {own})")
+    if request.headers.get("Sec-Fetch-Site", "same-origin") not in ("same-origin", "none"):
+        abort(403, "cross-site request refused")
 
 
 def check_csrf(session: Session) -> None:

@@ -26,6 +26,7 @@ from iostack.controller.ui import (
     COOKIE,
     bp,
     check_csrf,
+    check_origin,
     current,
     end_session,
     start_session,
@@ -59,6 +60,8 @@ def _ctl():
 
 @bp.before_request
 def require_login():
+    if request.method != "GET":
+        check_origin()
     if request.endpoint in PUBLIC:
         return None
     found = current()
@@ -473,7 +476,8 @@ def metrics_data():
     actors = []
     for (record, key), raw in zip(policies, states, strict=True):
         state = (json.loads(raw)["targets"].get(key, {}) if raw else {})
-        actors.append({"policy": record["id"], "target": key, "text": record["text"],
+        text = api.redact({"text": record["text"], "actions": record["actions"]})["text"]
+        actors.append({"policy": record["id"], "target": key, "text": text,
                        "state": state.get("state", "waiting for metrics")})
     # Only this target's switches: a policy on several targets has events for each.
     shown = {(r["id"], key) for r, key in policies}

@@ -73,6 +73,7 @@ from swift.common.wsgi import make_subrequest
 from swift.proxy.controllers.base import get_container_info
 
 from iostack.filters.records import prepend
+from iostack.policy.logs import route_to_swift
 from iostack.policy.reader import PolicyReader
 from iostack.policy.view import view_for
 from iostack.swift_middleware.cache.admission import CachingPolicy, caching_rules
@@ -186,6 +187,7 @@ class IOStackCacheMiddleware:
     def __init__(self, app, conf: dict[str, Any]) -> None:
         self.app = app
         self.logger = get_logger(conf, log_route="iostack_cache")
+        route_to_swift(self.logger)
         self.reader_settings = reader_settings(conf)
         self.cache_dir = conf.get("cache_dir", DEFAULT_CACHE_DIR)
         size = str(conf.get("cache_size", DEFAULT_CACHE_SIZE))

@@ -48,6 +48,7 @@ from iostack.filters.errors import FilterError
 from iostack.filters.library import get_filter
 from iostack.filters.offload import offload_from_conf
 from iostack.filters.tenant_keys import KeyFileProvider
+from iostack.policy.logs import route_to_swift
 from iostack.swift_middleware.enforce.decode import decoded_response, is_filtered
 from iostack.swift_middleware.enforce.encode import READ_CHUNK, EncodingInput
 from iostack.swift_middleware.enforce.record import (
@@ -190,6 +191,7 @@ class IOStackObjectMiddleware:
     def __init__(self, app, conf: dict[str, Any]) -> None:
         self.app = app
         self.logger = get_logger(conf, log_route="iostack_object")
+        route_to_swift(self.logger)
         self.keys: KeyProvider | None = (
             KeyFileProvider(conf["key_file"]) if conf.get("key_file") else None)
         self.offload = offload_from_conf(conf)

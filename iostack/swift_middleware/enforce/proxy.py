@@ -66,6 +66,7 @@ from iostack.filters.library import get_filter
 from iostack.filters.metadata import FilterMetadata
 from iostack.filters.offload import offload_from_conf
 from iostack.filters.tenant_keys import KeyFileProvider
+from iostack.policy.logs import route_to_swift
 from iostack.policy.reader import PolicyReader, PolicyStoreUnavailable
 from iostack.policy.resolve import PipelineEntry
 from iostack.policy.view import RequestView, view_for
@@ -151,6 +152,7 @@ class IOStackProxyMiddleware:
         self.reader_settings = reader_settings(conf)
         self.swift_dir = conf.get("swift_dir", "/etc/swift")
         self.logger = get_logger(conf, log_route="iostack")
+        route_to_swift(self.logger)
         self._sandbox = None
         self.sandboxed_decode_stage = conf.get("sandboxed_decode_stage", "object")
         if self.sandboxed_decode_stage not in SANDBOXED_DECODE_STAGES:

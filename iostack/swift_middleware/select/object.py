@@ -55,6 +55,7 @@ from iostack.filters.errors import FilterError, UnknownFilterError
 from iostack.filters.library import get_filter
 from iostack.filters.parquet_select import ParquetLimits
 from iostack.filters.records import MAX_RECORD
+from iostack.policy.logs import route_to_swift
 from iostack.swift_middleware.enforce.record import TENANT_LAYER
 from iostack.swift_middleware.select.engine import Answer, SelectError, Selecting
 from iostack.swift_middleware.select.frames import (
@@ -153,6 +154,7 @@ class ObjectSelectMiddleware:
     def __init__(self, app: Any, conf: dict[str, Any]) -> None:
         self.app = app
         self.logger = get_logger(conf, log_route="iostack_select_object")
+        route_to_swift(self.logger)
         self.selecting_args = {"max_first_line": int(conf.get("max_first_line", 1 << 20)),
                                "max_record": int(conf.get("max_record", MAX_RECORD)),
                                "keepalive": float(conf.get("keepalive", 2)),

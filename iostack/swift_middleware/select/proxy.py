@@ -97,6 +97,7 @@ from iostack.filters.library import filter_names, get_filter
 from iostack.filters.output import FORMATS
 from iostack.filters.parquet_select import ParquetLimits
 from iostack.filters.records import MAX_RECORD, prepend
+from iostack.policy.logs import route_to_swift
 from iostack.policy.reader import PolicyStoreUnavailable
 from iostack.policy.resolve import resolve
 from iostack.policy.view import RequestView, view_for
@@ -261,6 +262,7 @@ class SelectMiddleware:
     def __init__(self, app: Any, conf: dict[str, Any]) -> None:
         self.app = app
         self.logger = get_logger(conf, log_route="iostack_select")
+        route_to_swift(self.logger)
         self.reader_settings = reader_settings(conf)
         self.max_first_line = int(conf.get("max_first_line", 1 << 20))
         self.max_record = int(conf.get("max_record", MAX_RECORD))

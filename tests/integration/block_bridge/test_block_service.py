@@ -104,9 +104,10 @@ def test_auth_and_http_errors(service):
     assert service.post(body) == (200, {"jsonrpc": "2.0", "id": 1, "result": []})
 
 
-def test_by_default_only_the_state_dirs_block_folder_is_exportable(tmp_path, native_build):
+def test_by_default_only_the_state_dirs_image_folder_is_exportable(tmp_path, native_build):
     """Security regression: the default allowed every path under /dev/, so an RPC
-    caller could export the host's own disks (here: a file under /dev/shm)."""
+    caller could export the host's own disks (here: a file under /dev/shm), and
+    every file of <state>/block, volumes.json (the AES-XTS keys) included."""
     config = write_config(tmp_path / "probe.json", tmp_path / "probe")
     assert config.allowed_devices == []
     svc = Service(tmp_path, allowed_devices=config.allowed_devices)
@@ -117,9 +118,19 @@ def test_by_default_only_the_state_dirs_block_folder_is_exportable(tmp_path, nat
                            filters=[])
         assert refused["error"]["code"] == -32602
         assert "outside the allowed locations" in refused["error"]["message"]
-        own = make_backing(svc.state_dir / "block" / "own.img", 1 << 20)
+        own = make_backing(svc.state_dir / "block-images" / "own.img", 1 << 20)
         created = svc.call("create_filtered_volume", name="own", device=str(own), filters=[])
         assert created["result"]["backing"] == str(own)
+        for state_file in ("volumes.json", "groups.json", "tgtd.log"):
+            path = svc.state_dir / "block" / state_file
+            path.touch()
+            refused = svc.call("create_filtered_volume", name="keys", device=str(path),
+                               filters=[])
+            assert "the bridge's own state" in refused["error"]["message"], refused
+        fuse_file = created["result"]["device"]  # another volume's FUSE frontend
+        refused = svc.call("create_filtered_volume", name="nested", device=fuse_file,
+                           filters=[])
+        assert "the bridge's own state" in refused["error"]["message"], refused
         assert [v["name"] for v in svc.call("list_filtered_volumes")["result"]] == ["own"]
     finally:
         svc.stop()
@@ -271,11 +282,28 @@ def test_an_aes_xts_key_stays_out_of_argv_listings_and_errors(service):
 def test_initiator_methods_without_a_kernel_initiator(service):
     if shutil.which("iscsiadm"):
         pytest.skip("iscsiadm is installed here: login would touch the host's initiator")
-    reply = service.call("login_target", targetname="iqn.2026-11.org.iostack:x",
-                         hostname="127.0.0.1")
+    backing = make_backing(service.devices / "init.img", 1 << 20)
+    iqn = service.call("create_filtered_volume", name="init", device=str(backing),
+                       filters=[])["result"]["target_iqn"]
+    reply = service.call("login_target", targetname=iqn, hostname="127.0.0.1",
+                         port=service.config.portal_port)
     assert reply["error"]["code"] == -32000 and "iscsiadm" in reply["error"]["message"]
     bad = service.call("discover_portal", hostname="127.0.0.1; rm -rf /")
     assert bad["error"]["code"] == -32602
+
+
+def test_initiator_methods_reach_only_this_bridges_portal_and_targets(service, tgtd):
+    """Security regression: discover_portal queried any host and port, login and
+    logout took any target (here: another tgtd's portal on this host)."""
+    other = {"hostname": "127.0.0.1", "port": tgtd.port}
+    refused = service.call("discover_portal", **other)
+    assert refused["error"]["code"] == -32602
+    assert "not this bridge's" in refused["error"]["message"]
+    foreign = service.call("login_target", targetname="iqn.2026-11.org.example:other",
+                           hostname="127.0.0.1", port=service.config.portal_port)
+    assert foreign["error"]["code"] == -32602
+    assert "not one of this bridge's volumes" in foreign["error"]["message"]
+    assert service.call("discover_portal")["result"] == {}  # its own portal by default
 
 
 def test_demo_volume_is_created_at_start(tmp_path, native_build):
@@ -384,3 +412,98 @@ def test_an_aes_xts_volume_policy_through_the_controller_works_end_to_end(
         ControllerClient(aio["controller_url"], tenant_token).volume_stack(volume)
     assert denied.value.status in (401, 403)  # a tenant token names no admin, whichever way
     assert svc.call("delete_filtered_volume", name=volume)["result"] is None
+
+
+def test_restore_refuses_edited_records(tmp_path, native_build):
+    """Security regression: restore() re-exported volumes.json as written, so an
+    edited record exported a host file or the bridge's own key file over iSCSI."""
+    svc = Service(tmp_path)
+    svc.start()
+    try:
+        backing = make_backing(svc.devices / "kept.img", 1 << 20)
+        svc.call("create_filtered_volume", name="kept", device=str(backing), filters=[])
+    finally:
+        svc.stop()
+    volumes_json = svc.state_dir / "block" / "volumes.json"
+    (kept,) = json.loads(volumes_json.read_text())
+    host_file = make_backing(tmp_path / "host-disk", 1 << 20)
+    edited = [kept, {**kept, "name": "keys", "backing": str(volumes_json), "tid": 2,
+                     "iqn": "iqn.2026-11.org.iostack:keys"},
+              {**kept, "name": "host", "backing": str(host_file), "tid": 3,
+               "iqn": "iqn.2026-11.org.iostack:host"}]
+    volumes_json.write_text(json.dumps(edited))
+    svc.start()
+    try:
+        assert [v["name"] for v in svc.call("list_filtered_volumes")["result"]] == ["kept"]
+        listed = subprocess.run(["iscsi-ls", "-i", svc.access.initiators[0], "-s",
+                                 f"iscsi://127.0.0.1:{svc.config.portal_port}"],
+                                capture_output=True, text=True, timeout=30,
+                                env={**os.environ, **svc.access.initiator_env()}).stdout
+        assert "iostack:kept" in listed
+        assert "iostack:keys" not in listed and "iostack:host" not in listed
+    finally:
+        svc.stop()
+    log = svc.log.read_text()
+    assert "'keys' not restored" in log and "own state" in log
+    assert "'host' not restored" in log and "outside the allowed" in log
+
+
+def test_rpc_clients_cannot_hold_the_service(tmp_path, native_build):
+    """Security regression: the RPC server had no socket timeout and no cap, so a
+    client that sent half a request held a thread forever, and many such
+    clients held the service."""
+    import socket
+    import time
+
+    svc = Service(tmp_path, rpc_timeout=5, rpc_connections=2)
+    svc.start()
+    try:
+        auth = base64.b64encode(f"{svc.config.user}:{svc.config.password}".encode())
+        stalled = []
+        for partial in (b"POST /targetrpc HTTP/1.1\r\nHost: x\r\n",  # headers never end
+                        b"POST /targetrpc HTTP/1.1\r\nAuthorization: Basic " + auth +  # body
+                        b"\r\nContent-Length: 100\r\n\r\n{"):
+            sock = socket.create_connection(("127.0.0.1", svc.port), timeout=10)
+            sock.sendall(partial)
+            stalled.append(sock)
+        time.sleep(0.2)
+        status, text = svc.post({"jsonrpc": "2.0", "id": 1, "method": "list_filtered_volumes"})
+        assert status == 503 and "too many connections" in text
+        started = time.monotonic()
+        for sock in stalled:
+            assert sock.recv(1024) == b""  # dropped by the server
+            sock.close()
+        assert time.monotonic() - started < 9
+        assert svc.call("list_filtered_volumes")["result"] == []
+    finally:
+        svc.stop()
+
+
+def test_a_failing_filter_fails_the_iscsi_write_and_stores_nothing(tmp_path, native_build):
+    """Regression: block filters could not fail a write (void transforms), so an
+    initiator got success for writes that never happened correctly. Through the
+    real FUSE + tgt frontend, a filter's failure is a failed SCSI command."""
+    filters = tmp_path / "filters"
+    filters.mkdir()
+    for so in (native_build / "filters").glob("*.so"):
+        shutil.copy(so, filters / so.name)
+    failing = Path(__file__).parents[2] / "unit" / "block_bridge" / "filters" / "failing.c"
+    subprocess.run(["gcc", "-Wall", "-fPIC", "-shared", "-o", str(filters / "failing.so"),
+                    str(failing)], check=True)
+    flag = tmp_path / "fail-now"
+    svc = Service(tmp_path, filter_dir=str(filters))
+    svc.start()
+    try:
+        backing = make_backing(svc.devices / "flaky.img", 1 << 20)
+        url = svc.call("create_filtered_volume", name="flaky", device=str(backing),
+                       filters=[f"failing(flag={flag})", "xor(key=0x0f)"])["result"]["iscsi_url"]
+        flag.touch()
+        failed = iscsi_rw(svc.access, "write", url, "4096", data=os.urandom(8192), check=False)
+        assert b"iscsi-rw" in failed, failed
+        flag.unlink()
+        assert backing.read_bytes() == bytes(1 << 20)
+        data = os.urandom(8192)
+        iscsi_rw(svc.access, "write", url, "4096", data=data)
+        assert iscsi_rw(svc.access, "read", url, "4096", str(len(data))) == data
+    finally:
+        svc.stop()

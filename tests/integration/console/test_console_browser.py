@@ -226,7 +226,7 @@ def test_block_page_lists_the_bridges_volumes_groups_and_stacks(page, aio, polic
                  f"FOR VOLUME {volume} DO SET BITREV")
     bridge_call(aio, "create_storage_group", name=group, nodes=["node-a", "node-b"],
                 policy={"media_tier": "nvme", "fabric": "iscsi", "iops": 300})
-    backing = Path(aio["state_dir"]) / "block" / f"ui-{suffix}.img"
+    backing = Path(aio["state_dir"]) / "block-images" / f"ui-{suffix}.img"
     with open(backing, "wb") as f:
         f.truncate(8 << 20)
     try:

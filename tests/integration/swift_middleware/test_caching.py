@@ -589,3 +589,40 @@ def test_tail_of_an_object_whose_name_has_a_percent(aio, proxy, http, cached_con
     http("PUT", proxy.url(f"/{container}/{quoted}"), body)
     fill(proxy, http, container, quoted, body)
     assert http("GET", proxy.url(f"/{container}/{quoted}")).content == body
+
+
+def test_a_policy_reverted_and_enforced_again_serves_the_new_object(aio, proxy, http, policies):
+    """Regression: a dynamic caching policy's rules came back byte-identical after a
+    revert, so the entry version repeated and the cache served the object as it
+    was before the revert, although it was overwritten (no caching rule, so no
+    invalidation) while the policy was off."""
+    import redis
+
+    from iostack.controller.registry import Registries
+    from iostack.controller.store import PolicyStore
+    from iostack.policy.redis_keys import KeySpace
+
+    container = f"cache-{uuid.uuid4().hex[:10]}"
+    assert http("PUT", f"{aio['tenants']['t1']['storage_url']}/{container}").ok
+    # Never true: only this test switches it (not TRANSIENT: the actor never reverts it).
+    (pid,) = policies.add(f"FOR CONTAINER AUTH_t1/{container} "
+                          "WHEN PUTS_SEC > 1000000000 DO SET CACHING")
+    keys = KeySpace(aio["key_prefix"])
+    client = redis.Redis.from_url(aio["redis_url"])
+    store = PolicyStore(client, keys, Registries(client, keys))
+    old, new = os.urandom(3000), os.urandom(3001)
+    url = proxy.url(f"/{container}/o")
+    try:
+        store.enforce(pid)
+        policies.wait_enforced()
+        assert http("PUT", url, old).status_code == 201
+        fill(proxy, http, container, "o", old)
+        store.revert(pid)
+        policies.wait_enforced()
+        assert http("PUT", url, new).status_code == 201
+        store.enforce(pid)
+        policies.wait_enforced()
+        resp = http("GET", url)
+        assert resp.status_code == 200 and resp.content == new
+    finally:
+        client.close()

@@ -24,7 +24,8 @@ def native_build() -> Path:
 @pytest.fixture(scope="session")
 def filter_dir(native_build: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The shipped filters, the bare-ABI sample (mirror) and the test-only
-    'divert' filter (owns writes: doWrite=false), compiled here."""
+    'divert' filter (owns writes: doWrite=false) and 'failing' filter (fails
+    on demand through the error-returning transforms), compiled here."""
     directory = tmp_path_factory.mktemp("filters")
     for so in (native_build / "filters").glob("*.so"):
         shutil.copy(so, directory / so.name)
@@ -34,7 +35,22 @@ def filter_dir(native_build: Path, tmp_path_factory: pytest.TempPathFactory) -> 
          str(HERE / "filters" / "divert.c")],
         check=True,
     )
+    subprocess.run(
+        ["gcc", "-Wall", "-fPIC", "-shared", "-o", str(directory / "failing.so"),
+         str(HERE / "filters" / "failing.c")],
+        check=True,
+    )
     return directory
+
+
+@pytest.fixture(scope="session")
+def evp_fail_shim(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An LD_PRELOAD library that fails libcrypto's EVP_CipherUpdate while the
+    file named by $EVP_FAIL_FLAG exists."""
+    shim = tmp_path_factory.mktemp("shim") / "evp_fail.so"
+    subprocess.run(["gcc", "-Wall", "-fPIC", "-shared", "-o", str(shim),
+                    str(HERE / "filters" / "evp_fail.c"), "-ldl"], check=True)
+    return shim
 
 
 @pytest.fixture

@@ -161,7 +161,7 @@ def test_bare_konnector_abi_filter_loads_unmodified(filter_dir, backing):
 
 ABI = {"write_xform", "read_xform", "pre_read", "pass_args", "get_name", "iostack_alignment",
        "iostack_thread_safe", "iostack_reads_device", "iostack_last_error", "iostack_stats",
-       "iostack_release"}
+       "iostack_release", "iostack_write_xform", "iostack_read_xform"}
 
 
 def test_shipped_filters_export_only_the_abi(native_build):
@@ -176,7 +176,11 @@ def test_shipped_filters_export_only_the_abi(native_build):
     assert {"nop", "xor", "bitrev", "ccache", "dcache", "aes_xts"} <= set(exported)
     for name, symbols in exported.items():
         assert symbols <= ABI, f"{name}.so exports {sorted(symbols - ABI)}"
-        assert {"write_xform", "read_xform", "pass_args", "get_name"} <= symbols, name
+        assert {"pass_args", "get_name"} <= symbols, name
+        assert ({"write_xform", "read_xform"} <= symbols
+                or {"iostack_write_xform", "iostack_read_xform"} <= symbols), name
+    # aes_xts can fail (libcrypto): it exports only the error-returning transforms.
+    assert not {"write_xform", "read_xform"} & exported["aes_xts"]
     assert exported["bitrev"] == {"write_xform", "read_xform", "pass_args", "get_name",
                                   "iostack_last_error", "iostack_thread_safe"}
     assert exported["xor"] == exported["bitrev"] | {"iostack_stats"}
@@ -192,7 +196,71 @@ def test_filter_that_owns_the_write_stops_it(filter_dir, backing, tmp_path):
     assert side.read_bytes()[:8] == bitrev(b"diverted")
 
 
-@pytest.mark.parametrize("spec", ["xor(key=3)", "aes_xts(key=" + "01" * 16 + "02" * 16 + ")"])
+def test_a_failing_transform_fails_the_io_and_writes_nothing(filter_dir, backing, tmp_path):
+    """Regression: Konnector's transforms return void, so a filter could not fail
+    a write; the error-returning iostack_* transforms fail it with EIO, and
+    neither the filters below nor the device see anything."""
+    path, fd = backing
+    flag = tmp_path / "fail-now"
+    with Stack(f"xor(key=0x11)>failing(flag={flag})>bitrev", fd, filter_dir) as stack:
+        stack.write(b"before", 0)
+        flag.touch()
+        with pytest.raises(StackError, match="write failed: Input/output error"):
+            stack.write(b"during", 4096)
+        with pytest.raises(StackError, match="read failed: Input/output error"):
+            stack.read(6, 0)
+        with pytest.raises(StackError, match="write failed: Input/output error"):
+            stack.write(b"x", 3)  # read-modify-write: its read fails first
+        flag.unlink()
+        assert stack.read(6, 0) == b"before"
+    assert on_disk(path, 4096, 6) == bytes(6)
+    assert on_disk(path, 0, 6) == bitrev(xor(b"before", 0x11))
+
+
+AES_SPEC = "aes_xts(key=" + "01" * 16 + "02" * 16 + ")"
+FAILING_CIPHER = """
+import os, sys
+from pathlib import Path
+from iostack.block_bridge.native_lib import Stack, StackError
+flag, backing, filters = (Path(a) for a in sys.argv[1:4])
+fd = os.open(backing, os.O_RDWR)
+with Stack(sys.argv[4], fd, filters) as stack:
+    stack.write(b"k" * 512, 0)
+    flag.touch()
+    for what, call in (("write", lambda: stack.write(b"p" * 4096, 8192)),
+                       ("read", lambda: stack.read(512, 0))):
+        try:
+            call()
+            print(what, "succeeded")
+        except StackError as exc:
+            print(what, exc)
+    flag.unlink()
+    print("after", stack.read(512, 0) == b"k" * 512)
+"""
+
+
+def test_aes_xts_fails_the_io_when_the_cipher_fails(filter_dir, backing, tmp_path,
+                                                    evp_fail_shim):
+    """Regression: aes_xts ignored every EVP return and wrote what the failed
+    cipher left in the buffer (plaintext here). Now the write fails with EIO
+    and the device keeps its bytes; a read fails rather than hand up garbage."""
+    import sys
+
+    path, _ = backing
+    flag = tmp_path / "cipher-fails"
+    result = subprocess.run(
+        [sys.executable, "-c", FAILING_CIPHER, str(flag), str(path), str(filter_dir), AES_SPEC],
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, "LD_PRELOAD": str(evp_fail_shim), "EVP_FAIL_FLAG": str(flag)})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "write stack write failed: Input/output error",
+        "read stack read failed: Input/output error",
+        "after True"]
+    assert on_disk(path, 8192, 4096) == bytes(4096)
+
+
+@pytest.mark.parametrize("spec", ["xor(key=3)", AES_SPEC])
 @pytest.mark.parametrize(("offset", "length"), [(1, 1), (100, 1000), (511, 2), (4095, 8193)])
 def test_unaligned_io_keeps_neighbouring_bytes(filter_dir, backing, spec, offset, length):
     _, fd = backing

@@ -3,6 +3,8 @@ filters as list or spec."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from iostack.block_bridge import volumes
@@ -80,3 +82,67 @@ def test_a_listed_device_link_allows_the_device_it_names_and_nothing_beside_it(t
     assert manager._resolve_device(str(by_id / "wwn-0x5000"), None) == disks / "sdb"
     with pytest.raises(VolumeError, match="outside the allowed"):
         manager._resolve_device(str(disks / "sdc"), None)
+
+
+def test_the_bridges_own_state_is_never_a_backing_device(tmp_path, filter_dir):
+    """Security regression: any file under <state>/block was exportable, among
+    them volumes.json, which holds the AES-XTS keys of every volume."""
+    state = tmp_path / "state"
+    manager = VolumeManager(state, exporter=None, filter_dir=filter_dir,
+                            iqn_prefix="iqn.2026-11.org.iostack",
+                            allowed_devices=[str(state)])  # an operator listing too much
+    keys = state / "block" / "volumes.json"
+    keys.write_text("[]")
+    link = manager.images / "innocent.img"
+    link.symlink_to(keys)
+    for device in (keys, link, state / "block" / "own.img"):
+        if not device.exists():
+            device.write_bytes(bytes(4096))
+        with pytest.raises(VolumeError) as err:
+            manager._resolve_device(str(device), None)
+        assert "the bridge's own state" in str(err.value)
+    image = manager.images / "disk.img"
+    image.write_bytes(bytes(4096))
+    assert manager._resolve_device(str(image), None) == image
+    assert manager.images == state / "block-images"
+
+
+class Recorder:
+    def __init__(self):
+        self.up_names = []
+
+    def up(self, record):
+        self.up_names.append(record.name)
+
+
+def test_restore_puts_every_record_through_the_create_checks(tmp_path, filter_dir):
+    """Security regression: restore() re-exported whatever volumes.json said,
+    so an edited record exported the bridge's own files or a host disk."""
+    state = tmp_path / "state"
+    exporter = Recorder()
+    manager = VolumeManager(state, exporter=exporter, filter_dir=filter_dir,
+                            iqn_prefix="iqn.2026-11.org.iostack", allowed_devices=[])
+    good = manager.images / "good.img"
+    good.write_bytes(bytes(4096))
+    host = tmp_path / "host-disk"
+    host.write_bytes(bytes(4096))
+    keys = state / "block" / "volumes.json"
+
+    def record(name, backing, filters=("xor(key=1)",)):
+        return {"name": name, "backing": str(backing), "spec": ">".join(filters),
+                "filters": list(filters), "tid": 9, "iqn": f"iqn.x:{name}"}
+
+    keys.write_text(json.dumps([
+        record("good", good), record("keys", keys), record("host", host),
+        record("../evil", good), record("twin", good), record("badstack", good, ("nosuch",)),
+        {"name": "short"}, 7,
+    ]))
+    problems = manager.restore()
+    assert exporter.up_names == ["good"]
+    assert manager.targets() == {"iqn.2026-11.org.iostack:good"}  # IQN rebuilt, not trusted
+    assert len(problems) == 7
+    joined = "\n".join(problems)
+    for text in ("own state", "outside the allowed", "name must match", "already used",
+                 "unknown filter", "malformed"):
+        assert text in joined
+    assert [r["name"] for r in json.loads(keys.read_text())] == ["good"]

@@ -383,3 +383,32 @@ def test_simulating_needs_the_swift_config_and_a_csrf_token(client):
     html = client.post("/ui/policies/simulate", data=text,
                        headers={"X-CSRF-Token": csrf}).get_data(as_text=True)
     assert "no swift_dir configured" in html
+
+
+def test_the_metrics_page_masks_secrets_in_dynamic_policy_texts(client, app, admin):
+    """Regression: /ui/metrics/data listed the actors with the dynamic policy's
+    text as written, secret parameter values included."""
+    meta = {"description": "x", "params": [{"name": "key", "type": "secret"}]}
+    assert client.put("/v1/filters/vault", json=meta, headers=admin).status_code in (200, 201)
+    ctl = app.extensions["iostack"]
+    ctl.store.submit("FOR TENANT t1 WHEN PUTS_SEC > 3 DO SET vault WITH key='s3cr3t-value'")
+    ctl.control_loop = types.SimpleNamespace(aggregator=Aggregator())
+    log_in(client)
+    data = client.get("/ui/metrics/data?target=AUTH_t1")
+    (actor,) = data.json["actors"]
+    assert "s3cr3t-value" not in data.get_data(as_text=True)
+    assert "***" in actor["text"]
+
+
+@pytest.mark.parametrize("headers", [{"Origin": "http://evil.example"}, {"Origin": "null"},
+                                     {"Sec-Fetch-Site": "cross-site"},
+                                     {"Origin": "http://localhost:9999"}])
+def test_a_cross_origin_login_sets_no_session(client, redis_client, keys, headers):
+    """Regression (login CSRF): a page on another site could post its own token to
+    /ui/login and log the victim's browser into the attacker's session."""
+    refused = client.post("/ui/login", data={"token": ADMIN_TOKEN}, headers=headers)
+    assert refused.status_code == 403 and "Set-Cookie" not in refused.headers
+    assert list(redis_client.scan_iter(keys.ui_sessions + "*")) == []
+    same = client.post("/ui/login", data={"token": ADMIN_TOKEN},
+                       headers={"Origin": "http://localhost", "Sec-Fetch-Site": "same-origin"})
+    assert same.status_code == 303 and "iostack_console=" in same.headers["Set-Cookie"]

@@ -254,3 +254,22 @@ def test_a_tenant_named_by_its_keystone_project(store, registries):
     assert [e.filter for e in explain(store, "PUT", f"/v1/{account}/logs/o").pipeline] == [
         "noop"]
     assert registries.put_group("g", ["proj"]) == [account]
+
+
+def test_a_rule_enforced_again_gives_the_proxy_cache_a_new_version(store, redis_client, keys):
+    """Regression: enforce wrote the very rule JSON it wrote before a revert, so
+    the proxy cache's entry version (a digest of the caching rules) repeated and
+    entries filled before the revert (objects overwritten or deleted while no
+    caching rule was there to invalidate them) were served again."""
+    from iostack.swift_middleware.cache.admission import entry_version
+
+    (record,) = store.submit("FOR CONTAINER t1/c WHEN PUTS_SEC > 3 DO SET caching")[
+        "policies"]
+    versions = []
+    for _ in range(3):
+        assert store.enforce(record["id"]) is True
+        stored = redis_client.hgetall(keys.rules("container", "AUTH_t1/c"))
+        versions.append(entry_version([json.loads(v) for v in stored.values()]))
+        assert store.revert(record["id"]) is True
+    assert len(set(versions)) == 3
+    store.delete(record["id"])

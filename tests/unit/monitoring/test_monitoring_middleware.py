@@ -125,3 +125,17 @@ def test_a_long_body_is_counted_a_mebibyte_at_a_time_and_exactly_at_the_end(midd
     rest = sum(len(chunk) for chunk in body)
     assert rest == 24 * 65536
     assert mw.reporter.window.flush()[0]["bytes_out"] == 24 * 65536  # the tail, at the end
+
+
+def test_a_response_dropped_unread_and_unclosed_ends_the_request(middleware):
+    """Regression: s3api's sub-requests (the segments container's PUT/HEAD during a
+    multipart upload) look at the status and drop the body without reading or
+    closing it; each left ACTIVE_REQUESTS one higher for good."""
+    for method in ("PUT", "HEAD", "GET"):
+        env = {"REQUEST_METHOD": method, "PATH_INFO": "/v1/AUTH_t3/x+segments",
+               "wsgi.input": io.BytesIO()}
+        body = middleware(env, lambda status, headers: None)
+        assert middleware.reporter.window.flush()[0]["active"] == 1
+        del body
+    (sample,) = middleware.reporter.window.flush()
+    assert sample["active"] == 0

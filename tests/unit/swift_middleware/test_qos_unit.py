@@ -56,6 +56,19 @@ def test_scope_is_the_container_only_when_a_container_rule_set_it():
     assert scope_of(sources, "AUTH_t1", None) == "AUTH_t1"
 
 
+@pytest.mark.parametrize(("target", "level"), [("AUTH_t1/logs", "container"),
+                                               ("*/logs", "container"),
+                                               ("AUTH_t1/logs/a.csv", "object")])
+def test_a_multipart_part_draws_from_the_bucket_the_tenant_wrote_to(target, level):
+    """Regression: a part stored in <bucket>+segments under the bucket's rule was
+    shaped by a bucket of its own (AUTH_t1/logs+segments), doubling the cap."""
+    sources = [{"level": "tenant", "target": "AUTH_t1"}, {"level": level, "target": target}]
+    assert scope_of(sources, "AUTH_t1", "logs+segments") == "AUTH_t1/logs"
+    assert scope_of(sources, "AUTH_t1", "logs") == "AUTH_t1/logs"
+    own = [{"level": "container", "target": "AUTH_t1/logs+segments"}]
+    assert scope_of(own, "AUTH_t1", "logs+segments") == "AUTH_t1/logs+segments"
+
+
 def test_assignments_override_policy_caps_and_minimums_shape_nothing_alone():
     shaper = Shaper(0.05)
     cap = get_filter("bandwidth").validate({"get": 1000, "ops": 5})

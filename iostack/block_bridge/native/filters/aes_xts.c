@@ -9,10 +9,26 @@
  * written alone and the stored size equals the volume size. The stack keeps
  * requests sector-aligned (iostack_alignment), doing read-modify-write for
  * unaligned writes.
+ *
+ * Errors: the filter exports the error-returning transforms only
+ * (iostack_write_xform / iostack_read_xform). Every libcrypto call is
+ * checked; a failure, or a request that is not whole sectors at a sector
+ * boundary, fails the I/O (the stack answers EIO) and nothing is written.
+ * It therefore needs IOStack's loader, not Konnector's.
+ *
+ * Contexts: each concurrent request takes a pair of cipher contexts (one
+ * encrypting, one decrypting, the key schedule set once) from a pool and
+ * returns it, so requests run in parallel without a context per I/O and
+ * no two threads share one; iostack_release frees the pool.
  */
 #include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common.h"
@@ -21,6 +37,14 @@
 static unsigned char key[64];
 static size_t key_len;
 static unsigned int sector = 512;
+
+struct ctx_pair {
+    EVP_CIPHER_CTX *ctx[2]; /* [0] decrypts, [1] encrypts */
+    struct ctx_pair *next;
+};
+
+static struct ctx_pair *pool;
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int hex_key(const char *hex)
 {
@@ -42,35 +66,84 @@ static int hex_key(const char *hex)
     return 0;
 }
 
-/* enc: 1 encrypt, 0 decrypt. The libcrypto calls cannot fail once pass_args
- * has accepted the key (length and halves checked there). */
-static void crypt_sectors(unsigned char *p, unsigned long cnt, unsigned long offset, int enc)
+static void pair_free(struct ctx_pair *pair)
+{
+    EVP_CIPHER_CTX_free(pair->ctx[0]);
+    EVP_CIPHER_CTX_free(pair->ctx[1]);
+    free(pair);
+}
+
+/* A pair from the pool, or a new one with the key schedule set; NULL when
+ * libcrypto or memory fails. */
+static struct ctx_pair *pair_take(void)
 {
     const EVP_CIPHER *cipher = key_len == 32 ? EVP_aes_128_xts() : EVP_aes_256_xts();
-    EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
-    unsigned long long lba = offset / sector;
-    int outl;
+    struct ctx_pair *pair;
 
-    EVP_CipherInit_ex(ctx, cipher, NULL, key, NULL, enc);
-    for (unsigned long done = 0; done < cnt; done += sector, lba++) {
+    pthread_mutex_lock(&pool_lock);
+    pair = pool;
+    if (pair)
+        pool = pair->next;
+    pthread_mutex_unlock(&pool_lock);
+    if (pair)
+        return pair;
+    if (!cipher || !(pair = calloc(1, sizeof *pair)))
+        return NULL;
+    for (int enc = 0; enc < 2; enc++) {
+        pair->ctx[enc] = EVP_CIPHER_CTX_new();
+        if (!pair->ctx[enc] ||
+            EVP_CipherInit_ex(pair->ctx[enc], cipher, NULL, key, NULL, enc) != 1) {
+            pair_free(pair);
+            return NULL;
+        }
+    }
+    return pair;
+}
+
+static void pair_give(struct ctx_pair *pair)
+{
+    pthread_mutex_lock(&pool_lock);
+    pair->next = pool;
+    pool = pair;
+    pthread_mutex_unlock(&pool_lock);
+}
+
+/* enc: 1 encrypt, 0 decrypt. 0, or -EINVAL for a request that is not whole
+ * sectors at a sector boundary, -EIO when libcrypto fails. */
+static int crypt_sectors(unsigned char *p, unsigned long cnt, unsigned long offset, int enc)
+{
+    unsigned long long lba = offset / sector;
+    struct ctx_pair *pair;
+    int rc = 0;
+
+    if (!key_len || cnt % sector || offset % sector)
+        return -EINVAL;
+    pair = pair_take();
+    if (!pair)
+        return -EIO;
+    for (unsigned long done = 0; done < cnt && !rc; done += sector, lba++) {
         unsigned char tweak[16] = {0};
+        int outl = 0;
         for (int i = 0; i < 8; i++)
             tweak[i] = (unsigned char)(lba >> (8 * i));
-        EVP_CipherInit_ex(ctx, NULL, NULL, NULL, tweak, enc);
-        EVP_CipherUpdate(ctx, p + done, &outl, p + done, (int)sector);
+        if (EVP_CipherInit_ex(pair->ctx[enc], NULL, NULL, NULL, tweak, enc) != 1 ||
+            EVP_CipherUpdate(pair->ctx[enc], p + done, &outl, p + done, (int)sector) != 1 ||
+            outl != (int)sector)
+            rc = -EIO;
     }
-    EVP_CIPHER_CTX_free(ctx);
+    pair_give(pair);
+    return rc;
 }
 
-void write_xform(void *buf, unsigned long cnt, unsigned long offset, bool *doWrite)
+int iostack_write_xform(void *buf, unsigned long cnt, unsigned long offset, bool *doWrite)
 {
-    crypt_sectors(buf, cnt, offset, 1);
     *doWrite = true;
+    return crypt_sectors(buf, cnt, offset, 1);
 }
 
-void read_xform(void *buf, unsigned long cnt, unsigned long offset)
+int iostack_read_xform(void *buf, unsigned long cnt, unsigned long offset)
 {
-    crypt_sectors(buf, cnt, offset, 0);
+    return crypt_sectors(buf, cnt, offset, 0);
 }
 
 int pass_args(char *args)
@@ -117,5 +190,13 @@ int iostack_thread_safe(void)
 
 void iostack_release(void)
 {
+    pthread_mutex_lock(&pool_lock);
+    while (pool) {
+        struct ctx_pair *next = pool->next;
+        pair_free(pool);
+        pool = next;
+    }
+    pthread_mutex_unlock(&pool_lock);
     OPENSSL_cleanse(key, sizeof key);
+    key_len = 0;
 }

@@ -47,6 +47,17 @@ char *get_name(void);
  * Default 1. */
 unsigned int iostack_alignment(void);
 
+/* Error-returning transforms. A filter that exports one is called through
+ * it instead of the Konnector entry point of the same direction, which it
+ * may then omit (a filter needs one write and one read transform, either
+ * kind). Return 0 on success or a negative errno: the stack then fails the
+ * I/O with -EIO, before anything reaches the device (write) or the
+ * initiator (read); a write that failed in any filter writes nothing.
+ * Konnector's void transforms cannot fail, so a filter that can (it calls a
+ * library, it allocates) should export these. */
+int iostack_write_xform(void *buf, unsigned long cnt, unsigned long offset, bool *doWrite);
+int iostack_read_xform(void *buf, unsigned long cnt, unsigned long offset);
+
 /* Nonzero when the entry points may run concurrently, including a read and
  * a write of the same blocks overlapping in time (a filter cannot see when
  * the device write completes; caches of device data therefore must not

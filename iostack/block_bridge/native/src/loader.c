@@ -59,14 +59,21 @@ static int copy_to_memfd(const char *path, const char *name, char *err, size_t e
     return dst;
 }
 
-/* Resolves the entry points; the Konnector transforms are mandatory. */
+/* Resolves the entry points; a write and a read transform are mandatory,
+ * the error-returning iostack_* kind preferred over Konnector's void one. */
 static int bind_symbols(struct filter_inst *f, char *err, size_t errlen)
 {
-    f->write_xform = (void (*)(void *, unsigned long, unsigned long, bool *))dlsym(
-        f->handle, "write_xform");
-    f->read_xform = (void (*)(void *, unsigned long, unsigned long))dlsym(f->handle,
-                                                                          "read_xform");
-    if (!f->write_xform || !f->read_xform) {
+    f->write_xform_rc = (int (*)(void *, unsigned long, unsigned long, bool *))dlsym(
+        f->handle, "iostack_write_xform");
+    f->read_xform_rc = (int (*)(void *, unsigned long, unsigned long))dlsym(
+        f->handle, "iostack_read_xform");
+    f->write_xform = f->write_xform_rc ? NULL
+                                       : (void (*)(void *, unsigned long, unsigned long,
+                                                   bool *))dlsym(f->handle, "write_xform");
+    f->read_xform = f->read_xform_rc ? NULL
+                                     : (void (*)(void *, unsigned long, unsigned long))dlsym(
+                                           f->handle, "read_xform");
+    if ((!f->write_xform && !f->write_xform_rc) || (!f->read_xform && !f->read_xform_rc)) {
         snprintf(err, errlen, "filter '%s' lacks write_xform/read_xform: not a filter", f->name);
         return -EINVAL;
     }

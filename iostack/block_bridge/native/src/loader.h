@@ -11,8 +11,12 @@ struct filter_inst {
     char name[IOSTACK_NAME_MAX];
     void *handle;
     int memfd;
+    /* Konnector's void transforms, or NULL where the error-returning
+     * iostack_* ones (preferred when exported) are bound. */
     void (*write_xform)(void *, unsigned long, unsigned long, bool *);
     void (*read_xform)(void *, unsigned long, unsigned long);
+    int (*write_xform_rc)(void *, unsigned long, unsigned long, bool *);
+    int (*read_xform_rc)(void *, unsigned long, unsigned long);
     int (*pre_read)(void *, unsigned long, unsigned long, unsigned int, bool *);
     int (*stats)(char *, size_t);
     void (*release)(void);

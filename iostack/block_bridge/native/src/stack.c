@@ -8,6 +8,11 @@
  * answers replaces the device read and everything below it, then read_xform
  * runs from just above the device (or the answering filter) up to the top.
  *
+ * Failures: a filter's error-returning transform (iostack_write_xform,
+ * iostack_read_xform) that fails fails the request with -EIO; the buffer
+ * is zeroed, so neither the device nor the caller gets half-transformed
+ * bytes.
+ *
  * Alignment: the stack's alignment is the largest any filter asks for.
  * Unaligned reads are widened; unaligned writes become read-modify-write
  * of the covering aligned range, under the exclusive lock so that two
@@ -164,6 +169,13 @@ static int device_write(int fd, const char *buf, size_t cnt, uint64_t off)
     return 0;
 }
 
+/* A transform failed: nothing half-transformed goes anywhere. */
+static int xform_failed(void *buf, size_t cnt)
+{
+    memset(buf, 0, cnt);
+    return -EIO;
+}
+
 static int read_aligned(iostack_stack *s, void *buf, size_t cnt, uint64_t off)
 {
     int top = s->depth; /* filters [0, top) run read_xform */
@@ -184,8 +196,13 @@ static int read_aligned(iostack_stack *s, void *buf, size_t cnt, uint64_t off)
         if (rc)
             return rc;
     }
-    for (int i = top - 1; i >= 0; i--)
-        s->filters[i].read_xform(buf, cnt, off);
+    for (int i = top - 1; i >= 0; i--) {
+        struct filter_inst *f = &s->filters[i];
+        if (!f->read_xform_rc)
+            f->read_xform(buf, cnt, off);
+        else if (f->read_xform_rc(buf, cnt, off) < 0)
+            return xform_failed(buf, cnt);
+    }
     return 0;
 }
 
@@ -198,8 +215,12 @@ static int write_aligned(iostack_stack *s, const void *data, size_t cnt, uint64_
         return -ENOMEM;
     memcpy(buf, data, cnt);
     for (int i = 0; i < s->depth; i++) {
+        struct filter_inst *f = &s->filters[i];
         bool do_write = true;
-        s->filters[i].write_xform(buf, cnt, off, &do_write);
+        if (!f->write_xform_rc)
+            f->write_xform(buf, cnt, off, &do_write);
+        else if (f->write_xform_rc(buf, cnt, off, &do_write) < 0)
+            return xform_failed(buf, cnt);
         if (!do_write)
             return 0;
     }
