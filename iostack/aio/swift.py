@@ -141,6 +141,8 @@ class SwiftLayout:
         self.swift_dir = self.host.swift_dir
         self.devices_dir = self.host.devices_dir
         self.cache_dir = self.host.cache_dir
+        # The container runtime's gateway keys (docker_url, the image), set by the stack.
+        self.storlet_engine: dict[str, str] | None = None
 
     @property
     def device_names(self) -> list[str]:
@@ -203,7 +205,7 @@ class SwiftLayout:
         for server in self.servers:
             self._write(self.conf_path(server), self._server_conf(server))
         storlet_conf.write_support_files(self.host.storlets_dir, self.swift_dir,
-                                         self.memcache_url)
+                                         self.memcache_url, self.storlet_engine)
         self._build_rings()
 
     @staticmethod
@@ -258,7 +260,7 @@ class SwiftLayout:
         if server == "object":
             conf["filter:iostack_metrics"] = self._metrics_section("object")
             conf["filter:storlet_handler"] = storlet_conf.filter_section(
-                self.swift_dir, "object", RESELLER_PREFIX.rstrip("_"))
+                self.swift_dir, "object", RESELLER_PREFIX.rstrip("_"), self.config.sandbox)
             # No key file here: encryption runs only on proxies.
             conf["filter:iostack"] = {"use": "egg:iostack#iostack_object"}
             conf["filter:iostack_select"] = {"use": "egg:iostack#iostack_select_object"}
@@ -308,7 +310,7 @@ class SwiftLayout:
             "cache_size": str(PROXY_CACHE_SIZE), **reader,
         }
         conf["filter:storlet_handler"] = storlet_conf.filter_section(
-            self.swift_dir, "proxy", RESELLER_PREFIX.rstrip("_"))
+            self.swift_dir, "proxy", RESELLER_PREFIX.rstrip("_"), self.config.sandbox)
         conf["filter:cache"] = {
             "use": "egg:swift#memcache",
             "memcache_servers": self.memcache_url,
