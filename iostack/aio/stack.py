@@ -415,6 +415,7 @@ class AllInOne:
             "amqp_url": amqp_url,
             "namespace": self.config.namespace,
             "key_prefix": self.config.key_prefix,
+            "sandbox": self.config.sandbox,
             "memcache_url": memcache_url,
             "controller_url": controller_url,
             "admin_token": secrets["controller_token"],

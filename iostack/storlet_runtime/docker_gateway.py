@@ -67,6 +67,7 @@ from storlets.gateway.common.exceptions import StorletRuntimeException
 from storlets.gateway.gateways.docker.gateway import DockerStorletGateway
 from storlets.gateway.gateways.docker.runtime import DockerRunTimeSandbox
 
+from iostack.storlet_runtime.cgroups import CGROUP_FS
 from iostack.storlet_runtime.config import SandboxConfig
 from iostack.storlet_runtime.gateway import BwrapRunTimeSandbox, BwrapStorletGateway
 from iostack.storlet_runtime.sandbox import (
@@ -134,35 +135,47 @@ def _read(path: Path) -> str | None:
         return None
 
 
-def held_limits(pid: int) -> str:
-    """The cgroup limits the kernel holds for ``pid`` (what the engine really applied)."""
+def container_cgroups(pid: int) -> tuple[int, dict[str, Path]]:
+    """The cgroup version and the directories of ``pid``'s groups: ``{"": dir}`` (v2), or
+    per controller (``pids``, ``memory``, ``cpu``; v1). Empty once the process is gone."""
     groups: dict[str, str] = {}
     try:
         with open(f"/proc/{pid}/cgroup", encoding="ascii") as f:
             for line in f:
                 _, controllers, path = line.rstrip("\n").split(":", 2)
                 for name in controllers.split(","):
-                    groups[name] = path
+                    groups[name] = path.lstrip("/")
     except OSError:
-        return "unknown (the container is gone)"
-    root = Path("/sys/fs/cgroup")
-    if "" in groups and (root / "cgroup.controllers").exists():  # cgroup v2
-        base = root / groups[""].lstrip("/")
-        memory, pids, cpu = (_read(base / "memory.max"), _read(base / "pids.max"),
+        return 0, {}
+    if "" in groups and (CGROUP_FS / "cgroup.controllers").exists():
+        return 2, {"": CGROUP_FS / groups[""]}
+    return 1, {name: CGROUP_FS / name / groups[name] for name in ("pids", "memory", "cpu")
+               if name in groups}
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return "?"
+
+
+def held_limits(pid: int) -> str:
+    """The cgroup limits the kernel holds for ``pid`` (what the engine really applied)."""
+    version, dirs = container_cgroups(pid)
+    if version == 2:
+        base = dirs[""]
+        pids, memory, cpu = (_read(base / "pids.max"), _read(base / "memory.max"),
                              _read(base / "cpu.max"))
-        version = 2
+    elif version == 1:
+        pids = _read(dirs.get("pids", Path("?")) / "pids.max")
+        memory = _read(dirs.get("memory", Path("?")) / "memory.limit_in_bytes")
+        cpu_dir = dirs.get("cpu", Path("?"))
+        cpu = f"{_read(cpu_dir / 'cpu.cfs_quota_us')} {_read(cpu_dir / 'cpu.cfs_period_us')}"
     else:
-        memory = _read(root / "memory" / groups.get("memory", "?").lstrip("/")
-                       / "memory.limit_in_bytes")
-        pids = _read(root / "pids" / groups.get("pids", "?").lstrip("/") / "pids.max")
-        cpu_dir = root / "cpu" / groups.get("cpu,cpuacct", groups.get("cpu", "?")).lstrip("/")
-        quota, period = _read(cpu_dir / "cpu.cfs_quota_us"), _read(cpu_dir / "cpu.cfs_period_us")
-        cpu = f"{quota} {period}" if quota else None
-        version = 1
-    held = [f"pids {pids}" if pids else "pids ?",
-            f"memory {int(memory) >> 20}M" if memory and memory.isdigit() else f"memory {memory}",
-            f"cpu {cpu}" if cpu else "cpu ?"]
-    return f"container, cgroup v{version}: " + ", ".join(held)
+        return "unknown (the container is gone)"
+    memory = f"{int(memory) >> 20}M" if memory.isdigit() else memory
+    return f"container, cgroup v{version}: pids {pids}, memory {memory}, cpu {cpu}"
 
 
 class ContainerScope(ScopeSandbox):
@@ -182,7 +195,10 @@ class ContainerScope(ScopeSandbox):
             raise StorletRuntimeException(f"scope {self.scope}: its container did not start")
         record = {"pid": pid, "start_time": process_start_time(pid), "scope": self.scope,
                   "uid": uid, "container": container.id, "name": run["name"],
-                  "limits": held_limits(pid), "cgroups": [], "started_at": time.time()}
+                  "limits": held_limits(pid),
+                  # The engine's groups: read (pids.current...), removed by the engine.
+                  "cgroups": [str(d) for d in container_cgroups(pid)[1].values()],
+                  "started_at": time.time()}
         tmp = self.record_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(record))
         tmp.replace(self.record_path)
