@@ -516,19 +516,26 @@ def sandbox_limits(swift_dir: Path) -> str:
             swift_dir / "proxy-server.conf"):
         return "not configured"
     module = proxy.get("filter:storlet_handler", "storlet_gateway_module", fallback="?")
-    runtime = {"bwrap": "bubblewrap"}.get(module, module)
     limits = conf["DEFAULT"]
-    if (CGROUP_FS / "cgroup.controllers").exists():
-        cgroups = "cgroup v2"
-    elif (CGROUP_FS / "pids").is_dir():
-        cgroups = "cgroup v1"
+    if module == "iostack_docker":
+        runtime = (f"docker (Storlets' docker gateway; engine {limits.get('docker_url')}, "
+                   f"image {limits.get('default_container_image_name')})")
+        # The engine applies them through its cgroups (runc, cgroupfs) and ulimits; the
+        # address space is the agent's rlimit.
+        cgroups = "container cgroups: memory, processes, CPU quota"
     else:
-        cgroups = "no cgroups: rlimits only"
+        runtime = {"bwrap": "bubblewrap"}.get(module, module)
+        if (CGROUP_FS / "cgroup.controllers").exists():
+            cgroups = "cgroup v2"
+        elif (CGROUP_FS / "pids").is_dir():
+            cgroups = "cgroup v1"
+        else:
+            cgroups = "no cgroups: rlimits only"
     return (f"{runtime}, per tenant: memory {limits.get('sandbox_memory_limit')}, "
             f"{limits.get('container_pids_limit')} processes, "
             f"{limits.get('sandbox_cpu_seconds')} CPU s per process, "
-            f"private tmp {limits.get('sandbox_tmp_size')}, no network; {cgroups} "
-            f"(iostack storlet sandbox list: which hold per running sandbox)")
+            f"private tmp {limits.get('sandbox_tmp_size')}, read-only root, no network; "
+            f"{cgroups} (iostack storlet sandbox list: which hold per running sandbox)")
 
 
 def describe_endpoints(info: dict[str, Any], tgtd_up: bool,
