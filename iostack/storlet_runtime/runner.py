@@ -11,8 +11,10 @@ stage, on PUT or GET, in any position among native filters, it calls::
 which does what the proxy handler of Storlets does for ``X-Run-Storlet``:
 reads the storlet's registration (``X-Object-Meta-Storlet-*``) from the
 account's ``storlet`` container through the internal client, builds the
-request and hands it to the ``bwrap`` gateway with the same gateway config as
-the middleware (same scope, same sandbox). Errors are the gateway's: ``400``
+request and hands it to the gateway of the stack's runtime (the gateway
+config's ``sandbox_runtime``: ``bubblewrap``, or ``docker`` for
+``docker_gateway``), with the same gateway config as the middleware (same
+scope, same sandbox). Errors are the gateway's: ``400``
 (message too large), ``503`` (timeout), ``StorletRuntimeException``.
 
 The registration is read at most once per ``REGISTRATION_TTL`` (1 s) per
@@ -35,12 +37,13 @@ from pathlib import Path
 from typing import Any
 
 from storlets.gateway.common.stob import StorletData
+from storlets.gateway.loader import load_gateway
 from storlets.swift_middleware.handlers.base import SwiftFileManager
 
-from iostack.storlet_runtime.gateway import BwrapStorletGateway
 from iostack.storlet_runtime.identity import sandbox_scope
 from iostack.storlet_runtime.swift_conf import (
     DEPENDENCY_CONTAINER,
+    GATEWAY_MODULES,
     LOG_CONTAINER,
     STORLET_CONTAINER,
     gateway_conf_path,
@@ -56,6 +59,8 @@ class SandboxRunner:
         parser = configparser.RawConfigParser()
         parser.read(gateway_conf_path(Path(swift_dir)))
         self.gateway_conf = dict(parser.items("DEFAULT"))
+        self.gateway = load_gateway(
+            GATEWAY_MODULES[self.gateway_conf.get("sandbox_runtime", "bubblewrap")])
         self.ic_conf = str(internal_client_conf_path(Path(swift_dir)))
         self.logger = logger
         # (account, storlet) -> (read until, registration); see the module docstring.
@@ -106,7 +111,7 @@ class SandboxRunner:
         }
         if code_sha256:
             options["storlet_code_sha256"] = code_sha256
-        gateway = BwrapStorletGateway(self.gateway_conf, self.logger, sandbox_scope(account))
+        gateway = self.gateway(self.gateway_conf, self.logger, sandbox_scope(account))
         request = gateway.request_class(storlet, dict(params),
                                         StorletData(metadata or {}, data_iter=iter(data_iter)),
                                         options=options)

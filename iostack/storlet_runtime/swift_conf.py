@@ -13,8 +13,10 @@ Files written under the Swift config dir:
     The gateway's ``[DEFAULT]`` section (see ``iostack.storlet_runtime.config``):
     where scopes' storlets, channels, caches and logs live (``<state>/storlets``),
     the per-request timeout, the sandbox limits and ``libsbus_path``.
-    With the container runtime (``engine`` given: ``docker_url`` and
-    ``default_container_image_name``, see ``docker_gateway``) those keys too.
+    ``sandbox_runtime`` names the runtime for the IOStack data path
+    (``runner``): with the container runtime (``engine`` given:
+    ``docker_url`` and ``default_container_image_name``, see
+    ``docker_gateway``) it is ``docker`` and those keys are written too.
 ``storlet-internal-client.conf``
     The internal client the storlet middleware uses to fetch storlet code and
     store execution logs.
@@ -45,6 +47,7 @@ def internal_client_conf_path(swift_dir: Path) -> Path:
 
 
 def gateway_conf(host_root: Path, engine: dict[str, str] | None = None) -> ConfigParser:
+    """``engine``: the container runtime's keys; without it the runtime is bubblewrap."""
     conf = ConfigParser(interpolation=None)
     conf["DEFAULT"] = {
         "host_root": str(host_root),
@@ -59,6 +62,8 @@ def gateway_conf(host_root: Path, engine: dict[str, str] | None = None) -> Confi
         "sandbox_cpu_seconds": "30",
         "container_pids_limit": "128",
         "sandbox_tmp_size": "64M",
+        # Which gateway the IOStack data path runs sandboxed filters with (runner).
+        "sandbox_runtime": "docker" if engine else "bubblewrap",
         **(engine or {}),
     }
     return conf
