@@ -17,8 +17,10 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,7 @@ import pytest
 from iostack.aio.services import wait_until
 from iostack.storlet_runtime.identity import sandbox_scope
 from iostack.storlet_runtime.swift_conf import STORLET_TIMEOUT
+from tests.conftest import Policies
 
 pytestmark = pytest.mark.integration
 
@@ -251,3 +254,27 @@ def test_a_channel_that_is_not_the_scopes_own_socket_gets_nothing(t1, t2, sandbo
     t2_works(t2)
     # The tampered sandbox was torn down: t1's next request gets a fresh one.
     assert t1.get("probe-input", on_proxy).content == b"input of the probe"
+
+
+def test_the_data_path_runs_sandboxed_filters_in_the_stacks_runtime(t1, sandbox_aio,
+                                                                    sandbox_of):
+    """``SET NOOP SANDBOXED`` (the IOStack middleware's own call into the gateway) runs in
+    the same runtime as ``X-Run-Storlet``: a container on the docker stack."""
+    env = {**os.environ, "IOSTACK_STATE_DIR": sandbox_aio["state_dir"]}
+    deployed = subprocess.run([sys.executable, "-m", "iostack.cli", "storlet", "deploy", "noop",
+                               "--tenant", "t1"], capture_output=True, text=True, env=env,
+                              timeout=120, check=False)
+    assert deployed.returncode == 0, deployed.stderr
+    policies = Policies(sandbox_aio)
+    container = f"sbx-dp-{uuid.uuid4().hex[:6]}"
+    t1.conn.put_container(container)
+    policies.add(f"FOR CONTAINER AUTH_t1/{container} DO SET NOOP SANDBOXED")
+    try:
+        sandbox_of("AUTH_t1").stop()
+        t1.conn.put_object(container, "obj", b"through the sandbox")
+        assert t1.conn.get_object(container, "obj")[1] == b"through the sandbox"
+        record = sandbox_of("AUTH_t1").record()
+        assert sandbox_of("AUTH_t1").running_pid() is not None
+        assert ("container" in record) == (sandbox_aio["sandbox"] == "docker"), record
+    finally:
+        policies.cleanup()
