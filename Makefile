@@ -20,7 +20,7 @@ $(INSTALLED): pyproject.toml deploy/apt-packages.txt deploy/bootstrap.sh
 	deploy/bootstrap.sh
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,spark]'
+	$(PY) -m pip install -q -e '.[test,spark,docker]'
 	touch $@
 
 # Native parts (C libraries, plugins) each build with their own Makefile.

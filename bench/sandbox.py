@@ -1,9 +1,9 @@
 """Sandboxed filters against native ones and plain Swift, measured side by side in one run.
 
-    .venv/bin/python bench/sandbox.py [--repeat 3] [--seconds 1] [--cold 3]
+    .venv/bin/python bench/sandbox.py [--repeat 3] [--seconds 1] [--cold 3] [--no-docker]
 
-GETs by one client of 1 KiB and 10 MiB objects, in five configurations that
-alternate within every repetition so noise hits them alike:
+GETs by one client of 1 KiB and 10 MiB objects, in these configurations,
+alternating within every repetition so noise hits them alike:
 
 - ``plain``              no policy on the container (the IOStack proxy passes through)
 - ``native-noop``        policy ``SET NOOP``: the filter runs in the proxy middleware
@@ -18,14 +18,22 @@ alternate within every repetition so noise hits them alike:
 - ``uploaded-storlets-api`` a pass-through written to the plain Storlets API
                          (``bench/storlets/identity_storlets_api.py``), uploaded, by policy:
                          the protocol is the runtime's (``storlets_api``)
+- ``docker-plain``       a second stack, started by the bench with ``--sandbox docker``
+                         (Storlets' docker gateway, containers of its own Podman
+                         service): no policy, its baseline
+- ``docker-object``, ``docker-proxy``, ``docker-datapath``: ``sandbox-object``,
+                         ``sandbox-proxy`` and ``datapath-sandboxed`` on that stack
 
 Warm: the sandbox and the storlet daemon are up. Printed per configuration as
-medians over repetitions: throughput relative to ``plain`` in the same
-repetition, and the latency added to ``plain`` at p50 and p95.
+medians over repetitions: throughput relative to its stack's plain GET in the
+same repetition (``plain``; ``docker-plain`` for the docker rows, and
+``docker-plain`` itself against ``plain``), and the latency added to it at
+p50 and p95.
 
 Cold: the first GET after tearing the tenant's sandbox down (bubblewrap,
-agent, storlet daemon all start), and after re-uploading the storlet (the
-sandbox is up; only the storlet daemon restarts), to show what dominates.
+agent, storlet daemon all start; on the docker stack: the container), and
+after re-uploading the storlet (the sandbox is up; only the storlet daemon
+restarts), to show what dominates.
 Targets from the issue: warm sandboxed 10 MiB GET >= 0.6 of plain, warm
 added p50 <= 15 ms at 1 KiB.
 """
@@ -40,14 +48,29 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from common import Client, Policies, auth, body_of, human_size, print_table, run_clients, stack
+from common import (
+    CHECKOUT,
+    Client,
+    Policies,
+    auth,
+    body_of,
+    human_size,
+    print_table,
+    run_clients,
+    stack,
+)
 from swift.common import direct_client, utils
 from swift.common.ring import Ring
 from swiftclient.client import Connection
 
+from iostack.aio.session import started_stack
 from iostack.storlet_runtime import packaging
+from iostack.storlet_runtime.docker_gateway import ContainerScope
+from iostack.storlet_runtime.identity import sandbox_scope
 from iostack.storlet_runtime.sandbox import ScopeSandbox
 from iostack.storlet_runtime.swift_conf import gateway_conf_path
 
@@ -55,6 +78,9 @@ TENANT = "t2"  # its own Storlets scope, so tearing it down does not disturb t1'
 SIZES = (1 << 10, 10 << 20)
 CONFIGS = ("plain", "native-noop", "sandbox-object", "sandbox-proxy", "datapath-sandboxed",
            "uploaded-protocol", "uploaded-storlets-api")
+# The docker stack's configurations: name -> the bubblewrap stack's that it repeats there.
+DOCKER = {"docker-plain": "plain", "docker-object": "sandbox-object",
+          "docker-proxy": "sandbox-proxy", "docker-datapath": "datapath-sandboxed"}
 UPLOADED = {"uploaded-protocol": "identity_protocol.IdentityFilter",
             "uploaded-storlets-api": "identity_storlets_api.IdentityStorlet"}
 HERE = Path(__file__).resolve().parent
@@ -64,8 +90,9 @@ def sandbox_of(info: dict, scope: str) -> ScopeSandbox:
     conf = configparser.ConfigParser(interpolation=None)
     conf.read(gateway_conf_path(Path(info["swift_dir"])))
     host_root = conf["DEFAULT"].get("host_root")
-    return ScopeSandbox(Path(conf["DEFAULT"].get("sandbox_run_dir",
-                                                 f"{host_root}/sandboxes")), scope)
+    scope_class = ContainerScope if info.get("sandbox") == "docker" else ScopeSandbox
+    return scope_class(Path(conf["DEFAULT"].get("sandbox_run_dir",
+                                                f"{host_root}/sandboxes")), scope)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -73,39 +100,75 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+class Side:
+    """One stack's tenant: its client settings, containers and policies."""
+
+    def __init__(self, info: dict, run_id: str, configs: tuple[str, ...]) -> None:
+        self.info = info
+        self.url, self.token = auth(info, TENANT)
+        self.conn = Connection(preauthurl=self.url, preauthtoken=self.token)
+        self.storlet = packaging.deploy_filter(self.conn, "noop")
+        self.policies = Policies(info)
+        self.containers = {"plain": f"sbx-plain-{run_id}"}
+        if "native-noop" in configs:
+            self.containers["native-noop"] = f"sbx-noop-{run_id}"
+        self.containers["datapath-sandboxed"] = f"sbx-dpsb-{run_id}"
+        self.containers |= {c: f"sbx-{c}-{run_id}" for c in UPLOADED if c in configs}
+        for container in self.containers.values():
+            self.conn.put_container(container)
+        for config, main in UPLOADED.items():
+            if config in configs:
+                name = upload(info, main, f"b{config[9:12]}{run_id}")
+                self.policies.add(f"FOR CONTAINER AUTH_{TENANT}/{self.containers[config]} "
+                                  f"DO SET {name}")
+        if "native-noop" in configs:
+            self.policies.add(f"FOR CONTAINER AUTH_{TENANT}/{self.containers['native-noop']} "
+                              "DO SET NOOP")
+        self.policies.add(f"FOR CONTAINER AUTH_{TENANT}/{self.containers['datapath-sandboxed']} "
+                          "DO SET NOOP SANDBOXED")
+
+    def clean(self) -> None:
+        for container in self.containers.values():
+            for obj in self.conn.get_container(container)[1]:
+                self.conn.delete_object(container, obj["name"])
+            self.conn.delete_container(container)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=1.0)
     parser.add_argument("--cold", type=int, default=3, help="cold starts of each kind")
+    parser.add_argument("--no-docker", action="store_true",
+                        help="bubblewrap only (no second stack with the docker runtime)")
     args = parser.parse_args()
 
-    with stack() as info:
-        url, token = auth(info, TENANT)
-        conn = Connection(preauthurl=url, preauthtoken=token)
-        storlet = packaging.deploy_filter(conn, "noop")
+    with stack() as info, docker_stack(not args.no_docker) as docker_info:
         run_id = uuid.uuid4().hex[:6]
-        containers = {"plain": f"sbx-plain-{run_id}", "native-noop": f"sbx-noop-{run_id}",
-                      "datapath-sandboxed": f"sbx-dpsb-{run_id}"}
-        containers |= {config: f"sbx-{config}-{run_id}" for config in UPLOADED}
-        for container in containers.values():
-            conn.put_container(container)
-        policies = Policies(info)
-        for config, main in UPLOADED.items():
-            name = upload(info, main, f"b{config[9:12]}{run_id}")
-            policies.add(f"FOR CONTAINER AUTH_{TENANT}/{containers[config]} DO SET {name}")
-        policies.add(f"FOR CONTAINER AUTH_{TENANT}/{containers['native-noop']} DO SET NOOP")
-        policies.add(f"FOR CONTAINER AUTH_{TENANT}/{containers['datapath-sandboxed']} "
-                     "DO SET NOOP SANDBOXED")
+        sides = {"bubblewrap": Side(info, run_id, CONFIGS)}
+        if docker_info:
+            sides["docker"] = Side(docker_info, run_id, ("plain",))
         try:
-            run(info, url, token, conn, containers, args)
-            cold(info, url, token, conn, containers["plain"], storlet, args.cold)
-            for container in containers.values():
-                for obj in conn.get_container(container)[1]:
-                    conn.delete_object(container, obj["name"])
-                conn.delete_container(container)
+            run(sides, args)
+            for name, side in sides.items():
+                cold(name, side, args.cold)
+            for side in sides.values():
+                side.clean()
         finally:
-            policies.remove_all()
+            for side in sides.values():
+                side.policies.remove_all()
+
+
+@contextmanager
+def docker_stack(wanted: bool) -> Iterator[dict | None]:
+    """A second stack of this run whose sandbox runtime is docker (Podman), or None."""
+    if not wanted:
+        yield None
+        return
+    state_dir = CHECKOUT / ".iostack-bench" / f"docker-{os.getpid()}"
+    with started_stack(state_dir, "--sandbox", "docker",
+                       "--namespace", f"bench-docker-{os.getpid()}") as info:
+        yield info
 
 
 def upload(info: dict, main: str, name: str) -> str:
@@ -119,29 +182,34 @@ def upload(info: dict, main: str, name: str) -> str:
     return name
 
 
-def requests_for(containers: dict[str, str]) -> dict[str, tuple[str, dict[str, str]]]:
+def requests_for(side: Side, prefix: str = "") -> dict[str, tuple[Side, str, dict[str, str]]]:
+    """Config name -> (side, path, headers) of a GET of ``obj`` (``prefix``: docker rows)."""
     decode = packaging.storlet_headers("noop", "decode")
-    plain = f"{containers['plain']}/obj"
-    return {
+    plain = f"{side.containers['plain']}/obj"
+    found = {
         "plain": (plain, {}),
-        "native-noop": (f"{containers['native-noop']}/obj", {}),
         "sandbox-object": (plain, decode),
         "sandbox-proxy": (plain, {**decode, "X-Storlet-Run-On-Proxy": ""}),
-        "datapath-sandboxed": (f"{containers['datapath-sandboxed']}/obj", {}),
-        **{config: (f"{containers[config]}/obj", {}) for config in UPLOADED},
+        "datapath-sandboxed": (f"{side.containers['datapath-sandboxed']}/obj", {}),
+        **{config: (f"{side.containers[config]}/obj", {}) for config in side.containers
+           if config not in ("plain", "datapath-sandboxed")},
     }
+    if not prefix:
+        return {config: (side, *found[config]) for config in CONFIGS}
+    return {config: (side, *found[base]) for config, base in DOCKER.items()}
 
 
-def put_through_sandbox(info: dict, conn: Connection, container: str, body: bytes) -> None:
+def put_through_sandbox(side: Side, container: str, body: bytes) -> None:
     """PUT ``obj`` until its stored record says the data path ran its filter in the sandbox.
 
     A new policy reaches the proxy within about a second; a PUT before that is stored plain.
     """
+    info = side.info
     utils.set_swift_dir(info["swift_dir"])
     account = f"AUTH_{TENANT}"
     part, nodes = Ring(info["swift_dir"], ring_name="object").get_nodes(account, container, "obj")
     for _ in range(20):
-        conn.put_object(container, "obj", body)
+        side.conn.put_object(container, "obj", body)
         headers = direct_client.direct_head_object(nodes[0], part, account, container, "obj")
         record = headers.get("X-Object-Sysmeta-Iostack-Pipeline", "")
         if '"iostack.runtime":"storlet"' in record:
@@ -150,35 +218,46 @@ def put_through_sandbox(info: dict, conn: Connection, container: str, body: byte
     raise SystemExit(f"{container}/obj was not written through the sandbox: {record!r}")
 
 
-def run(info, url, token, conn, containers, args) -> None:
-    targets = requests_for(containers)
+def baseline(config: str) -> str:
+    """The configuration a row is compared with: its own stack's plain GET."""
+    return "docker-plain" if config in DOCKER and config != "docker-plain" else "plain"
+
+
+def run(sides: dict[str, Side], args) -> None:
+    targets = requests_for(sides["bubblewrap"])
+    if "docker" in sides:
+        targets |= requests_for(sides["docker"], "docker-")
+    configs = list(targets)
     for size in SIZES:
         body = body_of(size)
-        conn.put_object(containers["plain"], "obj", body)
-        conn.put_object(containers["native-noop"], "obj", body)
-        for config in ("datapath-sandboxed", *UPLOADED):
-            put_through_sandbox(info, conn, containers[config], body)
-        client = Client(url, token)
-        for path, headers in targets.values():  # check and warm every path once
+        for side in sides.values():
+            for config, container in side.containers.items():
+                if config == "plain" or config == "native-noop":
+                    side.conn.put_object(container, "obj", body)
+                else:
+                    put_through_sandbox(side, container, body)
+        for side, path, headers in targets.values():  # check and warm every path once
+            client = Client(side.url, side.token)
             if client.request("GET", path, headers=headers)[1] != body:
                 raise SystemExit(f"GET {path} with {headers}: wrong body")
-        client.close()
-        ratios = {c: [] for c in CONFIGS}
-        added50 = {c: [] for c in CONFIGS}
-        added95 = {c: [] for c in CONFIGS}
+            client.close()
+        ratios = {c: [] for c in configs}
+        added50 = {c: [] for c in configs}
+        added95 = {c: [] for c in configs}
         plain_p50 = []
         for _ in range(args.repeat):
             results = {}
-            for config in CONFIGS:
-                path, headers = targets[config]
+            for config in configs:
+                side, path, headers = targets[config]
 
                 def op(client, index, n, path=path, headers=headers):
                     return len(client.request("GET", path, headers=headers)[1])
 
-                results[config] = run_clients(1, args.seconds, op, lambda: Client(url, token))
-            base = results["plain"]
-            plain_p50.append(statistics.median(base.latencies) * 1000)
+                results[config] = run_clients(1, args.seconds, op,
+                                              lambda side=side: Client(side.url, side.token))
+            plain_p50.append(statistics.median(results["plain"].latencies) * 1000)
             for config, result in results.items():
+                base = results[baseline(config)]
                 ratios[config].append(result.mb_per_s / base.mb_per_s)
                 added50[config].append((statistics.median(result.latencies)
                                         - statistics.median(base.latencies)) * 1000)
@@ -186,14 +265,16 @@ def run(info, url, token, conn, containers, args) -> None:
                                         - percentile(base.latencies, 0.95)) * 1000)
         print(f"\nwarm GET {human_size(size)}, 1 client, medians of {args.repeat} repetitions "
               f"(plain p50 {statistics.median(plain_p50):.1f} ms)")
-        print_table(["config", "x plain throughput", "added p50 ms", "added p95 ms"],
+        print_table(["config", "x its plain throughput", "added p50 ms", "added p95 ms"],
                     [[c, statistics.median(ratios[c]), statistics.median(added50[c]),
-                      statistics.median(added95[c])] for c in CONFIGS])
+                      statistics.median(added95[c])] for c in configs])
 
 
-def cold(info, url, token, conn, plain_c, storlet, times: int) -> None:
-    sandbox = sandbox_of(info, TENANT)
+def cold(runtime: str, side: Side, times: int) -> None:
+    sandbox = sandbox_of(side.info, sandbox_scope(f"AUTH_{TENANT}"))
     decode = packaging.storlet_headers("noop", "decode")
+    plain_c, conn, storlet = side.containers["plain"], side.conn, side.storlet
+    url, token = side.url, side.token
     conn.put_object(plain_c, "small", body_of(1 << 10))
     full, daemon_only = [], []
     for _ in range(times):
@@ -205,9 +286,10 @@ def cold(info, url, token, conn, plain_c, storlet, times: int) -> None:
         daemon_only.append(timed_get(url, token, f"{plain_c}/small", decode))
     warm = statistics.median(timed_get(url, token, f"{plain_c}/small", decode)
                              for _ in range(5))
-    print(f"\ncold start, 1 KiB GET at the object node, medians of {times}")
+    what = "container + agent + daemon" if runtime == "docker" else "bwrap + agent + daemon"
+    print(f"\ncold start ({runtime}), 1 KiB GET at the object node, medians of {times}")
     print_table(["first GET after", "seconds"], [
-        ["sandbox torn down (bwrap + agent + daemon)", statistics.median(full)],
+        [f"sandbox torn down ({what})", statistics.median(full)],
         ["storlet re-uploaded (daemon only)", statistics.median(daemon_only)],
         ["nothing (warm)", warm],
     ])

@@ -29,6 +29,9 @@ as a directory yet; a cluster's nodes keep directories).
 ``auth`` is ``tempauth`` (the light default) or ``keystone``: a real Keystone
 on ``keystone_port`` (``iostack.aio.keystone``) and the proxy pipeline
 OpenStack clouds run (``s3token``, ``authtoken``, ``keystoneauth``).
+``sandbox`` is the Storlets sandbox runtime: ``bubblewrap`` (the default) or
+``docker``: Storlets' docker gateway (``iostack.storlet_runtime.docker_gateway``)
+against a Podman service the stack starts and owns (``iostack.aio.engine``).
 """
 
 from __future__ import annotations
@@ -83,6 +86,7 @@ class AioConfig:
     # Seconds a validated Keystone token stays cached (authtoken, controller): the window
     # in which a revoked token still works.
     token_cache_seconds: int = 300
+    sandbox: str = "bubblewrap"  # or "docker": tenant filters in containers (a Podman service)
     namespace: str = "iostack"  # Redis key prefix and RabbitMQ exchange names of this stack
     metrics_interval: float = 1.0  # seconds per metric sample (proxies, object servers)
     actor_hold: float = 5.0  # seconds a TRANSIENT policy's condition stays false before revert
@@ -117,6 +121,11 @@ class AioConfig:
                              "directories")
         if self.auth not in ("tempauth", "keystone"):
             raise ValueError(f"auth must be tempauth or keystone, not {self.auth!r}")
+        if self.sandbox not in ("bubblewrap", "docker"):
+            raise ValueError(f"sandbox must be bubblewrap or docker, not {self.sandbox!r}")
+        if self.sandbox == "docker" and self.nodes > 1:
+            raise ValueError("sandbox docker is for the all-in-one; a cluster's nodes run "
+                             "bubblewrap")
         if self.proxy_workers < 0 or self.workers < 1:
             raise ValueError("workers must be at least 1 and proxy_workers at least 0")
 

@@ -15,6 +15,7 @@ unauthenticated Redis or RabbitMQ used on request).
 from __future__ import annotations
 
 import json
+import os
 import sys
 import urllib.error
 import urllib.request
@@ -29,6 +30,7 @@ from iostack.aio import devices, keystone
 from iostack.aio import secrets as aio_secrets
 from iostack.aio.cluster import Cluster, cluster_process_names, node_name, reachable_from_nodes
 from iostack.aio.config import AioConfig
+from iostack.aio.engine import PodmanEngine
 from iostack.aio.keystone import KeystoneError, KeystoneServer, TenantIdentity, default_venv
 from iostack.aio.netns import ClusterNetwork, NetworkError, NetworkPlan, namespaces
 from iostack.aio.processes import ProcessManager
@@ -54,10 +56,12 @@ from iostack.aio.swift import (
 from iostack.endpoints import AIO_INFO_FILE
 from iostack.policy.connection import connect
 from iostack.storlet_runtime.cgroups import CGROUP_FS
+from iostack.storlet_runtime.engine_image import ImageError
 from iostack.storlet_runtime.swift_conf import gateway_conf_path
 
 CONTROLLER = "controller"
 KEYSTONE = "keystone"
+ENGINE = "container-engine"  # the Podman service of --sandbox docker
 BLOCK_BRIDGE = "block-bridge"
 BLOCK_INITIATOR = "iqn.2026-11.org.iostack:aio-initiator"  # the ACL's name; CHAP is the secret
 # Stop order: clients of a service before the service.
@@ -98,6 +102,7 @@ class AllInOne:
                                  config.ports())
         self.info_path = self.state_dir / AIO_INFO_FILE
         self.network = ClusterNetwork(self.state_dir, config.nodes)
+        self.engine = PodmanEngine(self.state_dir / "engine")
 
     # -- start -----------------------------------------------------------------
     def start(self) -> dict[str, Any]:
@@ -134,6 +139,8 @@ class AllInOne:
 
         keystone_server = self._start_keystone(secrets) if cfg.auth == "keystone" else None
         layout = self._swift_layout(secrets)
+        if cfg.sandbox == "docker":
+            layout.storlet_engine = self._start_engine()
         layout.prepare()
         processes = layout.processes()
         for proc in processes:
@@ -212,6 +219,23 @@ class AllInOne:
             )
         write_private_json(self.info_path, info)
         return info
+
+    # -- the container engine (sandbox = docker) ---------------------------------
+    def _start_engine(self) -> dict[str, str]:
+        """Start the stack's Podman service and build the storlet image if its inputs changed;
+        the gateway config keys that lead the docker gateway there."""
+        engine = self.engine
+        if not Path(engine.podman).exists():
+            raise AioError(f"{ENGINE}: {engine.podman} is missing (apt-get install podman runc; "
+                           "make setup installs them)")
+        engine.prepare()
+        self._start_process(ENGINE, engine.service_argv(), None, {**os.environ, **engine.env})
+        self._wait_for(ENGINE, engine.answers, f"Docker API on {engine.socket_path}")
+        try:
+            image = engine.ensure_image()
+        except ImageError as exc:
+            raise AioError(f"{ENGINE}: {exc}") from None
+        return {"docker_url": engine.url, "default_container_image_name": image}
 
     # -- Keystone (auth = keystone) ----------------------------------------------
     def _keystone(self, secrets: dict[str, str]) -> KeystoneServer:
@@ -396,6 +420,7 @@ class AllInOne:
             "amqp_url": amqp_url,
             "namespace": self.config.namespace,
             "key_prefix": self.config.key_prefix,
+            "sandbox": self.config.sandbox,
             "memcache_url": memcache_url,
             "controller_url": controller_url,
             "admin_token": secrets["controller_token"],
@@ -414,6 +439,11 @@ class AllInOne:
         """
         info = self.info() if purge else None
         stopped = [name for name in STOP_ORDER if self.processes.stop(name)]
+        if self.engine.configured():
+            # The sandboxes' containers outlive the Swift workers that started them
+            # (podman removes them without its API service).
+            self.engine.remove_containers()
+            stopped += [ENGINE] if self.processes.stop(ENGINE) else []
         # The storage nodes' processes, and whatever else a component registered
         # (pid files we do not know by name), before the services they use.
         stopped += self.processes.stop_all(
@@ -441,7 +471,8 @@ class AllInOne:
         else:
             swift = [*SERVERS[:-1], *DAEMONS, *["proxy", "proxy2"][:cfg.proxies]]
         expected = {CONTROLLER, BLOCK_BRIDGE, *swift,
-                    *([KEYSTONE] if cfg.auth == "keystone" else [])}
+                    *([KEYSTONE] if cfg.auth == "keystone" else []),
+                    *([ENGINE] if cfg.sandbox == "docker" else [])}
         for name in sorted(set(self.processes.names()) | expected):
             proc = self.processes.find(name)
             rows.append(ComponentStatus(name, proc is not None, proc.pid if proc else None,
@@ -490,19 +521,26 @@ def sandbox_limits(swift_dir: Path) -> str:
             swift_dir / "proxy-server.conf"):
         return "not configured"
     module = proxy.get("filter:storlet_handler", "storlet_gateway_module", fallback="?")
-    runtime = {"bwrap": "bubblewrap"}.get(module, module)
     limits = conf["DEFAULT"]
-    if (CGROUP_FS / "cgroup.controllers").exists():
-        cgroups = "cgroup v2"
-    elif (CGROUP_FS / "pids").is_dir():
-        cgroups = "cgroup v1"
+    if module == "iostack_docker":
+        runtime = (f"docker (Storlets' docker gateway; engine {limits.get('docker_url')}, "
+                   f"image {limits.get('default_container_image_name')})")
+        # The engine applies them through its cgroups (runc, cgroupfs) and ulimits; the
+        # address space is the agent's rlimit.
+        cgroups = "container cgroups: memory, processes, CPU quota"
     else:
-        cgroups = "no cgroups: rlimits only"
+        runtime = {"bwrap": "bubblewrap"}.get(module, module)
+        if (CGROUP_FS / "cgroup.controllers").exists():
+            cgroups = "cgroup v2"
+        elif (CGROUP_FS / "pids").is_dir():
+            cgroups = "cgroup v1"
+        else:
+            cgroups = "no cgroups: rlimits only"
     return (f"{runtime}, per tenant: memory {limits.get('sandbox_memory_limit')}, "
             f"{limits.get('container_pids_limit')} processes, "
             f"{limits.get('sandbox_cpu_seconds')} CPU s per process, "
-            f"private tmp {limits.get('sandbox_tmp_size')}, no network; {cgroups} "
-            f"(iostack storlet sandbox list: which hold per running sandbox)")
+            f"private tmp {limits.get('sandbox_tmp_size')}, read-only root, no network; "
+            f"{cgroups} (iostack storlet sandbox list: which hold per running sandbox)")
 
 
 def describe_endpoints(info: dict[str, Any], tgtd_up: bool,

@@ -146,6 +146,8 @@ class SwiftLayout:
         self.cache_dir = self.host.cache_dir
         self.device_fs = config.device_fs  # what the devices are on, once ``prepare`` made them
         self.warnings: list[str] = []  # what the operator should know (aio.json)
+        # The container runtime's gateway keys (docker_url, the image), set by the stack.
+        self.storlet_engine: dict[str, str] | None = None
 
     @property
     def device_names(self) -> list[str]:
@@ -205,7 +207,7 @@ class SwiftLayout:
         for server in self.servers:
             self._write(self.conf_path(server), self._server_conf(server))
         storlet_conf.write_support_files(self.host.storlets_dir, self.swift_dir,
-                                         self.memcache_url)
+                                         self.memcache_url, self.storlet_engine)
         self._build_rings()
 
     @staticmethod
@@ -260,7 +262,7 @@ class SwiftLayout:
         if server == "object":
             conf["filter:iostack_metrics"] = self._metrics_section("object")
             conf["filter:storlet_handler"] = storlet_conf.filter_section(
-                self.swift_dir, "object", RESELLER_PREFIX.rstrip("_"))
+                self.swift_dir, "object", RESELLER_PREFIX.rstrip("_"), self.config.sandbox)
             # No key file here: encryption runs only on proxies.
             conf["filter:iostack"] = {"use": "egg:iostack#iostack_object"}
             conf["filter:iostack_select"] = {"use": "egg:iostack#iostack_select_object"}
@@ -319,7 +321,7 @@ class SwiftLayout:
             "cache_size": str(PROXY_CACHE_SIZE), **reader,
         }
         conf["filter:storlet_handler"] = storlet_conf.filter_section(
-            self.swift_dir, "proxy", RESELLER_PREFIX.rstrip("_"))
+            self.swift_dir, "proxy", RESELLER_PREFIX.rstrip("_"), self.config.sandbox)
         conf["filter:cache"] = {
             "use": "egg:iostack#iostack_memcache",  # memcached on a Unix socket
             "memcache_servers": self.memcache_url,

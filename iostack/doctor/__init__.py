@@ -11,6 +11,9 @@ finding, what is wrong and how to fix it. Nothing is started or changed.
   checked: present where it is needed, in its place relative to Swift's
   middlewares and to the others, and accepted by its own config parsing
   (each is built once on a stand-in app, as the server would build it).
+- ``sandbox``: the Storlets sandbox runtime each ``storlet_handler`` names:
+  bubblewrap's files, or the container engine reachable with the storlet
+  image in it.
 - ``services``: the Redis, RabbitMQ and controller those configs name:
   reachable, authenticated (a passwordless Redis or RabbitMQ's ``guest`` is
   an error unless allowed), the policy store's ``marker`` present, the

@@ -24,7 +24,7 @@ import json
 import os
 import sys
 
-from iostack.doctor import LEVELS, Finding, error, keystone, pipelines, services
+from iostack.doctor import LEVELS, Finding, error, keystone, pipelines, sandbox, services
 from iostack.endpoints import AioNotRunning, load_aio_info
 
 NOTHING = 2
@@ -60,6 +60,7 @@ def diagnose(proxy_confs: list[str], object_confs: list[str], controller: str | 
     for pipeline in proxies:
         findings += keystone.check_order(pipeline)
     findings += keystone.check_service_users(proxies)
+    findings += sandbox.check_runtimes(proxies + objects)
     stores, brokers = pipelines.services(proxies + objects)
     for store in stores:
         findings += services.check_redis(store, allow_unauthenticated)

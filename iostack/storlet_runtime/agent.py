@@ -15,11 +15,22 @@ with the agent's status once the agent has exited.
 
 A flood cannot grow the log past the sandbox's ``RLIMIT_FSIZE``: a write
 past it fails (``SIGXFSZ`` is ignored here) and the line is dropped.
+
+In a container (``docker_gateway``) the engine sets the other rlimits but
+has none for the address space: ``--address-space BYTES`` (before the log
+socket) sets ``RLIMIT_AS`` here, inherited by everything the agent starts,
+as bubblewrap's ``prlimit --as`` does. There the channels directory is
+made ``0700`` (the engine mounts the tmpfs owned by the sandbox's uid, but
+with its own mode) and ``/dev/log`` is linked to the log socket here (the
+container's ``/dev`` is a tmpfs of the sandbox's uid; bubblewrap makes the
+link itself).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import resource
 import select
 import signal
 import socket
@@ -29,6 +40,9 @@ MAX_DATAGRAM = 8192
 
 
 def relay(log_path: str, argv: list[str]) -> int:
+    with contextlib.suppress(OSError):  # bubblewrap made both already
+        os.chmod(os.path.dirname(log_path), 0o700)
+        os.symlink(log_path, "/dev/log")
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     sock.bind(log_path)
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
@@ -50,9 +64,14 @@ def relay(log_path: str, argv: list[str]) -> int:
 
 
 def main() -> None:
-    log_path, sep, *argv = sys.argv[1:]
+    args = sys.argv[1:]
+    if args[:1] == ["--address-space"] and len(args) > 1 and args[1].isdigit():
+        limit = int(args[1])
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        args = args[2:]
+    log_path, sep, *argv = args
     if sep != "--" or not argv:
-        sys.exit("usage: agent LOG_SOCKET -- PROGRAM [ARGS...]")
+        sys.exit("usage: agent [--address-space BYTES] LOG_SOCKET -- PROGRAM [ARGS...]")
     sys.exit(relay(log_path, argv))
 
 

@@ -21,6 +21,12 @@ Verbs:
     A sandbox-capable library filter, packaged and stored the same way.
 ``iostack storlet sandbox list`` / ``iostack storlet sandbox stop SCOPE``
     The running per-scope sandboxes of the all-in-one, and tear-down by pid.
+``iostack storlet image [--podman PATH] [--tarball OUT] [--seccomp-profile OUT]``
+    For the container runtime on an existing cloud (``docker_gateway``): the
+    storlet image built from this host's files into the local Podman
+    (``engine_image``; nothing when it is current), or only its root
+    filesystem as a tarball for ``docker import``; and the seccomp profile
+    that refuses what bubblewrap refuses (``engine_seccomp``).
 
 Swift is reached as the all-in-one's reseller admin, the controller with its
 admin token (``iostack.controller.client``).
@@ -36,6 +42,7 @@ import json
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -479,4 +486,33 @@ def register(subparsers: Any) -> dict[str, Any]:
     stop = sandbox.add_parser("stop", help="tear a scope's sandbox down (by pid)")
     stop.add_argument("scope")
     stop.set_defaults(func=cmd_sandbox_stop)
+    image = verbs.add_parser("image", help="build the container runtime's storlet image")
+    image.add_argument("--podman", default="/usr/bin/podman", help="the engine's podman")
+    image.add_argument("--tarball", help="only write the image's root filesystem here")
+    image.add_argument("--seccomp-profile", help="also write the engine's seccomp profile here")
+    image.set_defaults(func=cmd_image)
     return {"storlet": verbs}
+
+
+def cmd_image(args: argparse.Namespace) -> int:
+    from iostack.storlet_runtime import engine_image, engine_seccomp
+
+    try:
+        if args.tarball:
+            inputs = engine_image.image_inputs()
+            engine_image.write_rootfs(inputs, Path(args.tarball))
+            print(f"{args.tarball}: import it as "
+                  f"{engine_image.IMAGE_REPOSITORY}:{engine_image.image_tag(inputs)} "
+                  f"(docker import --change 'CMD [\"/usr/bin/python3\"]' {args.tarball} NAME)")
+        else:
+            print(engine_image.ensure_image(args.podman, {}, Path(tempfile.gettempdir())))
+    except engine_image.ImageError as exc:
+        print(f"iostack storlet image: {exc}", file=sys.stderr)
+        return 1
+    if args.seccomp_profile:
+        base = json.loads(engine_seccomp.SYSTEM_SECCOMP.read_text())
+        profile = engine_seccomp.seccomp_profile(base, engine_seccomp.denied_syscalls())
+        Path(args.seccomp_profile).write_text(json.dumps(profile, indent=1))
+        print(f"{args.seccomp_profile}: set seccomp_profile to it in containers.conf "
+              "(or the engine's default profile)")
+    return 0

@@ -136,6 +136,8 @@ class BwrapRunTimeSandbox(RunTimeSandbox):
     # Per server process: a storlet daemon (run dir/scope/storlet) -> the daemon's host pid,
     # its start time, and when the daemon factory last confirmed it (time.monotonic()).
     known_daemons: dict[str, tuple[int, int, float]] = {}
+    # How a scope's sandbox is started, found and torn down (docker_gateway: a container).
+    scope_class: type[ScopeSandbox] = ScopeSandbox
 
     def __init__(self, scope: str, conf: dict[str, Any], logger: Any) -> None:
         super().__init__(scope, conf, logger)
@@ -145,7 +147,7 @@ class BwrapRunTimeSandbox(RunTimeSandbox):
         SBus.SBUS_SO_NAME = self.config.libsbus_path
         channels.install()
         self.run_dir = run_dir(conf)
-        self.process = ScopeSandbox(self.run_dir, scope)
+        self.process = self.scope_class(self.run_dir, scope)
         self.uid = sandbox_uid(conf, self.config, scope)
         self.paths = SandboxPaths(scope, conf, self.process,
                                   os.geteuid() if self.uid is None else self.uid)
@@ -224,7 +226,8 @@ class BwrapStorletGateway(StorletGatewayContainer):
     def _scope_to(self, scope: str) -> None:
         self.scope = scope
         self.uid = sandbox_uid(self.conf, self.sandbox_config, scope)
-        self.paths = SandboxPaths(scope, self.conf, ScopeSandbox(run_dir(self.conf), scope),
+        self.paths = SandboxPaths(scope, self.conf,
+                                  self.sandbox.scope_class(run_dir(self.conf), scope),
                                   os.geteuid() if self.uid is None else self.uid)
 
     def invocation_flow(self, sreq: Any) -> Any:

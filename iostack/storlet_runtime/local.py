@@ -76,8 +76,8 @@ class LocalSandbox:
             data_iter: Iterable[bytes], code_sha256: str | None = None,
             ) -> tuple[dict[str, str], Iterator[bytes]]:
         """As ``SandboxRunner.run``; the account is always the local one."""
-        return invoke(self.conf, self.logger, storlet, dict(self.options), params, data_iter,
-                      code_sha256=code_sha256)
+        return invoke(BwrapStorletGateway, self.conf, self.logger, storlet, dict(self.options),
+                      params, data_iter, code_sha256=code_sha256)
 
     def __enter__(self) -> LocalSandbox:
         return self

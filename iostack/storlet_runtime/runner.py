@@ -11,8 +11,10 @@ stage, on PUT or GET, in any position among native filters, it calls::
 which does what the proxy handler of Storlets does for ``X-Run-Storlet``:
 reads the storlet's registration (``X-Object-Meta-Storlet-*``) from the
 account's ``storlet`` container through the internal client, builds the
-request and hands it to the ``bwrap`` gateway with the same gateway config as
-the middleware (same scope, same sandbox). Errors are the gateway's: ``400``
+request and hands it to the gateway of the stack's runtime (the gateway
+config's ``sandbox_runtime``: ``bubblewrap``, or ``docker`` for
+``docker_gateway``), with the same gateway config as the middleware (same
+scope, same sandbox). Errors are the gateway's: ``400``
 (message too large), ``503`` (timeout), ``StorletRuntimeException``.
 
 The registration is read at most once per ``REGISTRATION_TTL`` (1 s) per
@@ -35,12 +37,13 @@ from pathlib import Path
 from typing import Any
 
 from storlets.gateway.common.stob import StorletData
+from storlets.gateway.loader import load_gateway
 from storlets.swift_middleware.handlers.base import SwiftFileManager
 
-from iostack.storlet_runtime.gateway import BwrapStorletGateway
 from iostack.storlet_runtime.identity import sandbox_scope
 from iostack.storlet_runtime.swift_conf import (
     DEPENDENCY_CONTAINER,
+    GATEWAY_MODULES,
     LOG_CONTAINER,
     STORLET_CONTAINER,
     gateway_conf_path,
@@ -56,6 +59,8 @@ class SandboxRunner:
         parser = configparser.RawConfigParser()
         parser.read(gateway_conf_path(Path(swift_dir)))
         self.gateway_conf = dict(parser.items("DEFAULT"))
+        self.gateway = load_gateway(
+            GATEWAY_MODULES[self.gateway_conf.get("sandbox_runtime", "bubblewrap")])
         self.ic_conf = str(internal_client_conf_path(Path(swift_dir)))
         self.logger = logger
         # (account, storlet) -> (read until, registration); see the module docstring.
@@ -104,18 +109,19 @@ class SandboxRunner:
             "file_manager": files,
             "scope": account,  # as Storlets' handlers pass it: the gateway derives the scope
         }
-        return invoke(self.gateway_conf, self.logger, storlet, options, params, data_iter,
-                      metadata, code_sha256)
+        return invoke(self.gateway, self.gateway_conf, self.logger, storlet, options, params,
+                      data_iter, metadata, code_sha256)
 
 
-def invoke(gateway_conf: dict[str, str], logger: Any, storlet: str, options: dict[str, Any],
-           params: dict[str, str], data_iter: Iterable[bytes],
+def invoke(gateway_class: Any, gateway_conf: dict[str, str], logger: Any, storlet: str,
+           options: dict[str, Any], params: dict[str, str], data_iter: Iterable[bytes],
            metadata: dict[str, str] | None = None,
            code_sha256: str | None = None) -> tuple[dict[str, str], Iterator[bytes]]:
-    """Hand one request to the ``bwrap`` gateway, in the sandbox of ``options["scope"]``."""
+    """Hand one request to a gateway of ``gateway_class``, in the sandbox of
+    ``options["scope"]``."""
     if code_sha256:
         options = {**options, "storlet_code_sha256": code_sha256}
-    gateway = BwrapStorletGateway(gateway_conf, logger, sandbox_scope(options["scope"]))
+    gateway = gateway_class(gateway_conf, logger, sandbox_scope(options["scope"]))
     request = gateway.request_class(storlet, dict(params),
                                     StorletData(metadata or {}, data_iter=iter(data_iter)),
                                     options=options)

@@ -1,4 +1,4 @@
-"""Swift config sections that enable Storlets with the bubblewrap gateway.
+"""Swift config sections that enable Storlets with the bubblewrap or the container gateway.
 
 The all-in-one (``iostack.aio.swift``) calls these when it writes the server
 configs; a real deployment copies the same keys into its own configs.
@@ -13,6 +13,10 @@ Files written under the Swift config dir:
     The gateway's ``[DEFAULT]`` section (see ``iostack.storlet_runtime.config``):
     where scopes' storlets, channels, caches and logs live (``<state>/storlets``),
     the per-request timeout, the sandbox limits and ``libsbus_path``.
+    ``sandbox_runtime`` names the runtime for the IOStack data path
+    (``runner``): with the container runtime (``engine`` given:
+    ``docker_url`` and ``default_container_image_name``, see
+    ``docker_gateway``) it is ``docker`` and those keys are written too.
 ``storlet-internal-client.conf``
     The internal client the storlet middleware uses to fetch storlet code and
     store execution logs.
@@ -30,6 +34,8 @@ DEPENDENCY_CONTAINER = "dependency"
 LOG_CONTAINER = "storletlog"
 # A hung storlet answers 500 after this long; the sandbox is then torn down.
 STORLET_TIMEOUT = 8
+# The sandbox runtimes (``iostack aio start --sandbox``) -> their Storlets gateway entry points.
+GATEWAY_MODULES = {"bubblewrap": "bwrap", "docker": "iostack_docker"}
 
 
 def gateway_conf_path(swift_dir: Path) -> Path:
@@ -40,7 +46,8 @@ def internal_client_conf_path(swift_dir: Path) -> Path:
     return swift_dir / "storlet-internal-client.conf"
 
 
-def gateway_conf(host_root: Path) -> ConfigParser:
+def gateway_conf(host_root: Path, engine: dict[str, str] | None = None) -> ConfigParser:
+    """``engine``: the container runtime's keys; without it the runtime is bubblewrap."""
     conf = ConfigParser(interpolation=None)
     conf["DEFAULT"] = {
         "host_root": str(host_root),
@@ -55,6 +62,9 @@ def gateway_conf(host_root: Path) -> ConfigParser:
         "sandbox_cpu_seconds": "30",
         "container_pids_limit": "128",
         "sandbox_tmp_size": "64M",
+        # Which gateway the IOStack data path runs sandboxed filters with (runner).
+        "sandbox_runtime": "docker" if engine else "bubblewrap",
+        **(engine or {}),
     }
     return conf
 
@@ -70,12 +80,14 @@ def internal_client_conf(swift_dir: Path, memcache_url: str) -> ConfigParser:
     return conf
 
 
-def filter_section(swift_dir: Path, execution_server: str, reseller_prefix: str) -> dict[str, str]:
-    """``[filter:storlet_handler]`` for the proxy (``proxy``) or object server (``object``)."""
+def filter_section(swift_dir: Path, execution_server: str, reseller_prefix: str,
+                   runtime: str = "bubblewrap") -> dict[str, str]:
+    """``[filter:storlet_handler]`` for the proxy (``proxy``) or object server (``object``),
+    with the gateway of ``runtime`` (a key of ``GATEWAY_MODULES``)."""
     return {
         "use": "egg:storlets#storlet_handler",
         "execution_server": execution_server,
-        "storlet_gateway_module": "bwrap",
+        "storlet_gateway_module": GATEWAY_MODULES[runtime],
         "storlet_gateway_conf": str(gateway_conf_path(swift_dir)),
         "internal_client_conf_path": str(internal_client_conf_path(swift_dir)),
         "storlet_container": STORLET_CONTAINER,
@@ -86,10 +98,11 @@ def filter_section(swift_dir: Path, execution_server: str, reseller_prefix: str)
     }
 
 
-def write_support_files(host_root: Path, swift_dir: Path, memcache_url: str) -> None:
-    """Write the gateway (sandboxes under ``host_root``) and internal-client configs next to
-    the server configs."""
-    for path, conf in ((gateway_conf_path(swift_dir), gateway_conf(host_root)),
+def write_support_files(host_root: Path, swift_dir: Path, memcache_url: str,
+                        engine: dict[str, str] | None = None) -> None:
+    """Write the gateway (sandboxes under ``host_root``; ``engine``: the container runtime's
+    keys) and internal-client configs next to the server configs."""
+    for path, conf in ((gateway_conf_path(swift_dir), gateway_conf(host_root, engine)),
                        (internal_client_conf_path(swift_dir),
                         internal_client_conf(swift_dir, memcache_url))):
         with open(path, "w", encoding="utf-8") as f:

@@ -1,4 +1,11 @@
-"""Fixtures for Storlets through the all-in-one: a storlet-enabled tenant with storlets deployed."""
+"""Fixtures for Storlets through the all-in-one: a storlet-enabled tenant with storlets deployed.
+
+The sandbox suite (``test_storlet_isolation``) runs against both runtimes:
+``sandbox_aio`` is the session's stack (bubblewrap) or ``docker_aio``, one
+stack per test session started with ``--sandbox docker`` (Storlets' docker
+gateway against the Podman service that stack owns); ``sandbox_tenant_for``
+and ``sandbox_of`` give its storlet-enabled tenants and a scope's sandbox.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +13,7 @@ import os
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +21,13 @@ import pytest
 import requests
 from swiftclient.client import Connection
 
+from iostack.aio.session import StackStartError, started_stack
 from iostack.storlet_runtime import deploy
+from iostack.storlet_runtime.docker_gateway import ContainerScope
+from iostack.storlet_runtime.identity import sandbox_scope
+from iostack.storlet_runtime.sandbox import ScopeSandbox
 from iostack.storlet_runtime.storlets import upper
+from tests.conftest import TEST_STATE_DIR
 
 HERE = Path(__file__).resolve().parent
 PROBE = HERE / "isolation_probe.py"
@@ -44,15 +57,63 @@ class StorletTenant:
                             headers={"X-Auth-Token": self.token, **(headers or {})})
 
 
-@pytest.fixture(scope="session")
-def storlet_tenant(aio: dict[str, Any]) -> StorletTenant:
-    tenant = StorletTenant(aio, "t1")
+def storlet_enabled(info: dict[str, Any], name: str) -> StorletTenant:
+    """``name`` of the stack ``info`` with Storlets enabled, upper.py and the probe uploaded."""
+    tenant = StorletTenant(info, name)
     deploy.enable_account(tenant.conn)
     for path in (Path(upper.__file__), PROBE):
         deploy.upload_storlet(tenant.conn, deploy.check_python_storlet(path.name,
                                                                        path.read_bytes()))
     tenant.conn.put_container(tenant.container)
     return tenant
+
+
+@pytest.fixture(scope="session")
+def storlet_tenant(aio: dict[str, Any]) -> StorletTenant:
+    return storlet_enabled(aio, "t1")
+
+
+@pytest.fixture(scope="session")
+def docker_aio(shared_services) -> Iterator[dict[str, Any]]:
+    """A stack whose Storlets sandbox is the container runtime, shared by the session."""
+    # Under the tests' state dir, as the session's stack (pytest's tmp dirs are 0700).
+    state_dir = TEST_STATE_DIR / f"docker-{os.getpid()}" / "aio"
+    args = ["--sandbox", "docker", *shared_services.stack_args(f"test-dk-{uuid.uuid4().hex[:8]}")]
+    try:
+        with started_stack(state_dir, *args) as info:
+            yield info
+    except StackStartError as exc:
+        pytest.fail(str(exc))
+
+
+@pytest.fixture(scope="module", params=["bubblewrap", "docker"])
+def sandbox_aio(request) -> dict[str, Any]:
+    """A stack running the sandbox runtime of the parameter (the module's tests group by it)."""
+    info = request.getfixturevalue("aio")
+    if info.get("sandbox", "bubblewrap") == request.param:
+        return info
+    if request.param == "docker":
+        return request.getfixturevalue("docker_aio")
+    pytest.skip("the running 'make run' stack has the docker sandbox; stop it (make stop) "
+                "for a bubblewrap stack of the test session")
+
+
+@pytest.fixture(scope="module")
+def sandbox_tenant_for(sandbox_aio):
+    """``sandbox_tenant_for("t1")``: that tenant of ``sandbox_aio``, ``storlet_enabled``."""
+    return lambda name: storlet_enabled(sandbox_aio, name)
+
+
+@pytest.fixture(scope="module")
+def sandbox_of(sandbox_aio):
+    """``sandbox_of("AUTH_t1")``: the pid record (and channels) of that account's sandbox."""
+    scope_class = ContainerScope if sandbox_aio.get("sandbox") == "docker" else ScopeSandbox
+
+    def find(account: str) -> ScopeSandbox:
+        return scope_class(Path(sandbox_aio["state_dir"]) / "storlets" / "sandboxes",
+                           sandbox_scope(account))
+
+    return find
 
 
 @pytest.fixture(scope="session")

@@ -4,6 +4,7 @@ Uploaded by the isolation tests; the ``check`` parameter selects the probe:
 
 - ``network`` (``port``): connect to a TCP listener on the host's loopback;
 - ``files`` (``paths``, comma-separated): which host paths are visible;
+- ``users``: the user names of the sandbox's ``/etc/passwd`` (none without one);
 - ``secrets``: walk the sandbox's own file tree (all but /proc, /sys, /dev and
   the distribution's /usr) for anything that looks like host state or keys;
 - ``write`` (``paths``): which paths can be created and written;
@@ -42,6 +43,14 @@ def _network(params):
 
 def _files(params):
     return {path: os.path.exists(path) for path in params["paths"].split(",")}
+
+
+def _users(params):
+    try:
+        with open("/etc/passwd") as f:
+            return {"names": [line.split(":")[0] for line in f if ":" in line]}
+    except FileNotFoundError:
+        return {"names": []}
 
 
 SECRET_NAMES = {".iostack", ".iostack-test", "aio.json", "swift.conf", "secrets.json", ".git",
@@ -163,9 +172,10 @@ def _loop(params):
         pass
 
 
-CHECKS = {"network": _network, "files": _files, "secrets": _secrets, "write": _write, "caps": _caps,
-          "memory": _memory, "forkbomb": _forkbomb, "loop": _loop, "syscalls": _syscalls,
-          "channels": _channels, "memhog": _memhog, "bomb": _bomb}
+CHECKS = {"network": _network, "files": _files, "users": _users, "secrets": _secrets,
+          "write": _write, "caps": _caps, "memory": _memory, "forkbomb": _forkbomb,
+          "loop": _loop, "syscalls": _syscalls, "channels": _channels, "memhog": _memhog,
+          "bomb": _bomb}
 
 
 class Probe:

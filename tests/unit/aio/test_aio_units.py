@@ -178,3 +178,21 @@ def test_status_lists_endpoints_and_the_sandbox_limits_without_passwords(tmp_pat
     assert "pw" not in rows["redis"] + rows["rabbitmq"]
     assert "iSCSI portal" not in dict(describe_endpoints(info | {"block_bridge": None}, False,
                                                          sandbox))
+
+
+def test_status_names_the_docker_runtime_its_engine_and_image(tmp_path):
+    from iostack.aio.stack import sandbox_limits
+
+    config = AioConfig.load(tmp_path, {"sandbox": "docker"})
+    layout = SwiftLayout(config, secrets.load_or_create(tmp_path), "127.0.0.1:11211",
+                         "redis://:pw@127.0.0.1:6379/0", "amqp://u:pw@127.0.0.1:5672/%2F")
+    layout.storlet_engine = {"docker_url": "unix:///s/podman.sock",
+                             "default_container_image_name": "localhost/iostack-storlet:ab"}
+    layout.prepare()
+    sandbox = sandbox_limits(layout.swift_dir)
+    assert sandbox.startswith("docker (Storlets' docker gateway; engine unix:///s/podman.sock, "
+                              "image localhost/iostack-storlet:ab), per tenant: memory 1G, "
+                              "128 processes")
+    assert "container cgroups" in sandbox and "no network" in sandbox
+    with pytest.raises(ValueError, match="sandbox must be bubblewrap or docker"):
+        AioConfig.load(tmp_path, {"sandbox": "lxc"})
