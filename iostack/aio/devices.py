@@ -60,14 +60,20 @@ def mount_xfs(device: Path, image: Path) -> None:
     _run("mount", "-o", "loop,noatime", str(image), str(device))
 
 
-def unmount_all(devices_dir: Path) -> list[str]:
-    """Unmount every device mounted under ``devices_dir``; their names."""
+def mounted(devices_dir: Path) -> list[Path]:
+    """The devices under ``devices_dir`` that are mount points."""
     if not devices_dir.is_dir():
         return []
-    mounted = [d for d in sorted(devices_dir.iterdir()) if os.path.ismount(d)]
-    for device in mounted:
+    return [d for d in sorted(devices_dir.iterdir()) if os.path.ismount(d)]
+
+
+def unmount_all(devices_dir: Path, keep: Iterable[Path] = ()) -> list[str]:
+    """Unmount every device mounted under ``devices_dir`` but ``keep``; their names."""
+    kept = set(keep)
+    unmounted = [device for device in mounted(devices_dir) if device not in kept]
+    for device in unmounted:
         _run("umount", str(device))
-    return [f"device {device.name}" for device in mounted]
+    return [f"device {device.name}" for device in unmounted]
 
 
 def _xfs_possible() -> str | None:

@@ -113,6 +113,8 @@ class AllInOne:
         secrets = aio_secrets.load_or_create(self.state_dir)
         already = set(self.processes.names())
         network_was_there = self.network.exists()
+        devices_dir = self.state_dir / "srv" / "node"
+        mounted_before = devices.mounted(devices_dir)
         try:
             return self._start(secrets)
         except (AioError, ServiceError, NetworkError, KeystoneError, ValueError) as exc:
@@ -121,6 +123,7 @@ class AllInOne:
                     self.processes.stop(name)
             if not network_was_there:
                 self.network.destroy()
+            devices.unmount_all(devices_dir, keep=mounted_before)  # what this start mounted
             raise AioError(str(exc)) from None
 
     def _start(self, secrets: dict[str, str]) -> dict[str, Any]:

@@ -149,3 +149,5 @@ def test_port_in_use_fails_clearly_and_leaves_nothing_running(tmp_path, shared_s
     assert f"proxy: port 127.0.0.1:{proxy_port} is already in use" in result.stderr
     assert live_pids(state_dir) == {}
     assert not os.path.exists(state_dir / "aio.json")
+    # Nor anything mounted: the devices (XFS images where the host allows) are unmounted.
+    assert not any(os.path.ismount(d) for d in (state_dir / "srv" / "node").iterdir())
