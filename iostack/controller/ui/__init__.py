@@ -118,17 +118,21 @@ def check_origin() -> None:
 
     The CSRF token covers requests inside a session; the login has none yet,
     so a page elsewhere could post its own token to ``/ui/login`` and log the
-    victim's browser into the attacker's session (login CSRF). Browsers send
-    ``Origin`` with every POST (``null`` from sandboxes and some redirects) and
-    ``Sec-Fetch-Site``: a foreign or null origin, or a cross-site fetch, is
-    refused. A client that sends neither (curl, scripts) is not a browser
-    that could have been steered, and passes."""
+    victim's browser into the attacker's session (login CSRF). Browsers say
+    where a request comes from in ``Sec-Fetch-Site``: anything but
+    ``same-origin`` (or ``none``, typed by the user) is refused. ``Origin``
+    must be this console's when it names one; it is ``null`` on the
+    console's own forms, whose pages send no referrer, so ``null`` counts
+    only where ``Sec-Fetch-Site`` vouches for it. A client that sends neither
+    (curl, scripts) is not a browser that could have been steered, and
+    passes."""
     origin = request.headers.get("Origin")
+    site = request.headers.get("Sec-Fetch-Site")
     own = f"{request.scheme}://{request.host}"
-    if origin is not None and origin != own:
+    if site is not None and site not in ("same-origin", "none"):
+        abort(403, f"cross-site request refused (Sec-Fetch-Site: {site})")
+    if origin is not None and origin != own and not (origin == "null" and site):
         abort(403, f"cross-origin request refused (Origin {origin!r}, this console is {own})")
-    if request.headers.get("Sec-Fetch-Site", "same-origin") not in ("same-origin", "none"):
-        abort(403, "cross-site request refused")
 
 
 def check_csrf(session: Session) -> None:
