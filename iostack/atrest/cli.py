@@ -264,6 +264,10 @@ def simulate_view(result: dict[str, Any]) -> str:
     if projection["not_projected"]:
         lines.append(f"  not run here (sandboxed, counted as keeping size): "
                      f"{', '.join(projection['not_projected'])}")
+    if result.get("expiring_objects"):
+        lines.append(f"expiry: {result['expiring_objects']} objects would get an X-Delete-At "
+                     f"from reconcile; {result['overdue_objects']} already past it "
+                     f"({result['overdue_bytes']} bytes) would go at once")
     lines.append(f"reconcile CPU (proxy side, read + re-encode): "
                  f"~{result['reconcile_cpu_seconds']} s")
     return "\n".join(lines)
@@ -322,13 +326,14 @@ def reconcile_start(ctx: Context, args) -> Any:
             argv += [flag, str(value)]
     # The controller's token goes by environment, never on a command line.
     env = dict(os.environ, IOSTACK_URL=ctx.client.url, IOSTACK_TOKEN=ctx.client.token or "")
+    launched = time.time()
     with open(log, "ab") as out:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,  # noqa: S603
                                 stderr=out, env=env, start_new_session=True)
     deadline = time.monotonic() + 60
-    while (reconcile.status(path) or {}).get("pid") != proc.pid:
-        # A small target can finish between two looks: its record decides, not its exit.
-        if proc.poll() is not None and (reconcile.status(path) or {}).get("pid") != proc.pid:
+    while not _reported(reconcile.status(path) or {}, proc, launched):
+        if proc.poll() is not None and not _reported(reconcile.status(path) or {}, proc,
+                                                     launched):
             raise Refused(f"the reconcile daemon exited at once (status {proc.returncode}); "
                           f"see {log}")
         if time.monotonic() > deadline:
@@ -341,6 +346,16 @@ def reconcile_start(ctx: Context, args) -> Any:
             f"'iostack reconcile status {target}' shows its progress")
     final = _wait(path)
     return final if args.json else print(reconcile_view(final))
+
+
+def _reported(record: dict[str, Any], proc: subprocess.Popen, launched: float) -> bool:
+    """Whether the daemon ``proc`` has written its record: running under its pid, or, for a
+    small target that finished between two looks (its last save clears the pid), a pass
+    that ended after it was launched."""
+    if record.get("pid") == proc.pid:
+        return True
+    return (proc.poll() is not None and record.get("state") in ("done", "stopped")
+            and float(record.get("updated") or 0) >= launched)
 
 
 def _wait(path: Path) -> dict[str, Any]:

@@ -27,8 +27,10 @@ today's policy, with:
   records and container-update overrides are not copied: the middleware
   writes the new ones.
 - Under ``SET EXPIRY``, ``X-Delete-At``: the object's last write plus
-  ``after`` (``expiry_due``), unless it already goes as soon. An object
-  whose body is up to date but lacks it is written back for it alone.
+  ``after`` (``simulate.expiry_due``), unless it already goes as soon; one
+  already past it, a few seconds ahead (Swift refuses a time that has
+  passed). An object whose body is up to date but lacks it is written back
+  for it alone.
 
 ``TO OBJECT_AGE`` conditions hold or fail on the object's age at ``clock()``
 (the present, unless the caller gives another time). SLO/DLO manifests and
@@ -68,20 +70,19 @@ from swift.common.utils import FileLikeIter, Timestamp, close_if_possible
 
 from iostack.atrest import scan
 from iostack.atrest.inspect import StoredObject, differences, stored_object, today_layers
-from iostack.atrest.simulate import request_info
+from iostack.atrest.simulate import expiry_due, request_info
 from iostack.atrest.swift_access import SwiftAccess, object_path
-from iostack.filters import expiry
 from iostack.filters.errors import IntegrityError
 from iostack.policy.reader import PolicyReader
 from iostack.policy.redis_keys import KeySpace
-from iostack.policy.resolve import PipelineEntry, resolve
+from iostack.policy.resolve import resolve
 from iostack.policy.view import AGE_HEADER
 from iostack.swift_middleware.enforce.record import OVERRIDE_PREFIX, SYSMETA_PREFIX
 
 LOG = logging.getLogger("iostack.reconcile")
 
 SAVE_EVERY = 0.5  # seconds between progress saves
-OVERDUE_MARGIN = 5  # seconds ahead an overdue object's X-Delete-At is set (see expiry_due)
+OVERDUE_MARGIN = 5  # seconds ahead an overdue object's X-Delete-At is set
 # Object headers Swift keeps besides user metadata (proxy's default allowed_headers).
 KEPT_HEADERS = ("content-disposition", "content-encoding", "content-language",
                 "cache-control", "expires", "x-robots-tag", "x-delete-at")
@@ -228,24 +229,6 @@ def _put_headers(stored: StoredObject, headers: dict[str, str], age: float) -> d
     return out
 
 
-def expiry_due(pipeline: list[PipelineEntry], stored: StoredObject) -> int | None:
-    """The ``X-Delete-At`` a ``SET EXPIRY`` in ``pipeline`` gives a stored object, or None
-    when there is none or the object already goes as soon.
-
-    Counted from its last write (its timestamp, Last-Modified), as on the data path. An
-    object already past it gets a time just ahead (Swift refuses one that has passed): it
-    goes at the expirer's next pass.
-    """
-    entry = next((e for e in pipeline if e.filter == expiry.METADATA.name), None)
-    if entry is None:
-        return None
-    due = expiry.delete_at(expiry.SPEC.validate(entry.params), float(Timestamp(stored.timestamp)),
-                           stored.delete_at)
-    if stored.delete_at is not None and stored.delete_at <= due:
-        return None
-    return max(due, int(time.time()) + OVERDUE_MARGIN)
-
-
 class Reconciler:
     """One pass over a target (see the module docstring)."""
 
@@ -340,7 +323,9 @@ class Reconciler:
         info = request_info(stored, self.clock())
         levels, filters, object_types = self.reader.lookup(info)
         pipeline = resolve(info, levels, filters, object_types).pipeline
-        delete_at = expiry_due(pipeline, stored)
+        due = expiry_due(pipeline, stored)
+        # Swift refuses an X-Delete-At that has passed: an overdue object goes at the next pass.
+        delete_at = None if due is None else max(due, int(time.time()) + OVERDUE_MARGIN)
         if delete_at is None and not differences(stored, today_layers(
                 {"pipeline": [e.to_json() for e in pipeline]}, filters), filters):
             state.skipped += 1

@@ -19,7 +19,10 @@ memory, filter by filter. The total is the ratio estimator
 logical bytes, with a 95 % bound from its standard error and the finite
 population correction; a sample that is the whole population is exact
 (bound 0). The proxy-side CPU one object costs (reading and re-encoding it)
-is measured on the sample and scaled to the changed bytes. Filters that run
+is measured on the sample and scaled to the changed bytes. Under ``SET
+EXPIRY``, the objects a reconcile pass would give an (earlier)
+``X-Delete-At`` are counted (``expiring_objects``), and those already past
+it at ``now`` (``overdue_objects``, ``overdue_bytes``). Filters that run
 in the sandbox are not run here: they count as keeping their input size,
 and the answer names them.
 """
@@ -41,6 +44,7 @@ from swift.common.utils import Timestamp
 from iostack.atrest import scan
 from iostack.atrest.inspect import StoredObject, differences, stored_object, today_layers
 from iostack.atrest.swift_access import SwiftAccess, object_path
+from iostack.filters import expiry
 from iostack.filters.base import FilterContext, KeyProvider
 from iostack.filters.errors import FilterError
 from iostack.filters.library import get_filter
@@ -114,6 +118,18 @@ def request_info(stored: StoredObject, now: float) -> RequestInfo:
                         environ={"REQUEST_METHOD": "PUT"}, headers=headers).environ
     age = max(0.0, now - float(Timestamp(stored.timestamp)))
     return dataclasses.replace(view_for(env).info, age=age)
+
+
+def expiry_due(pipeline: list[PipelineEntry], stored: StoredObject) -> int | None:
+    """The ``X-Delete-At`` a ``SET EXPIRY`` in ``pipeline`` gives a stored object: its last
+    write (timestamp, Last-Modified) plus ``after``; None when there is no such rule or the
+    object already goes as soon."""
+    entry = next((e for e in pipeline if e.filter == expiry.METADATA.name), None)
+    if entry is None:
+        return None
+    due = expiry.delete_at(expiry.SPEC.validate(entry.params), float(Timestamp(stored.timestamp)),
+                           stored.delete_at)
+    return None if stored.delete_at is not None and stored.delete_at <= due else due
 
 
 def encoding_steps(pipeline: list[PipelineEntry]) -> list[PipelineEntry]:
@@ -213,7 +229,8 @@ def simulate(access: SwiftAccess, reader: PolicyReader, candidate: Candidate,
     started = time.monotonic()
     known_accounts = list(known_accounts)
     totals = {"listed": 0, "objects": 0, "bytes": 0, "stored_bytes": 0, "changed_objects": 0,
-              "changed_bytes": 0, "changed_stored_bytes": 0, "skipped": 0}
+              "changed_bytes": 0, "changed_stored_bytes": 0, "skipped": 0,
+              "expiring_objects": 0, "overdue_objects": 0, "overdue_bytes": 0}
     projection = Projection(sample_size, random.Random(seed))  # noqa: S311 - a reproducible sample
     filters: Mapping[str, FilterMetadata] = {}
     truncated, shown = False, started
@@ -229,7 +246,8 @@ def simulate(access: SwiftAccess, reader: PolicyReader, candidate: Candidate,
             if headers is None:
                 continue
             stored = stored_object(account, container, entry["name"], headers)
-            info = request_info(stored, now if now is not None else time.time())
+            at = now if now is not None else time.time()
+            info = request_info(stored, at)
             levels, filters, object_types = reader.lookup(info)
             resolution = resolve(info, with_candidate(levels, candidate, info, groups),
                                  filters, object_types)
@@ -244,6 +262,7 @@ def simulate(access: SwiftAccess, reader: PolicyReader, candidate: Candidate,
                 continue
             today = today_layers({"pipeline": [e.to_json() for e in resolution.pipeline]},
                                  filters)
+            _count_expiry(totals, expiry_due(resolution.pipeline, stored), stored, at)
             if differences(stored, today, filters):
                 totals["changed_objects"] += 1
                 totals["changed_bytes"] += stored.logical_bytes
@@ -267,6 +286,18 @@ def simulate(access: SwiftAccess, reader: PolicyReader, candidate: Candidate,
         "truncated": truncated,
         "seconds": round(time.monotonic() - started, 3),
     }
+
+
+def _count_expiry(totals: dict[str, int], due: int | None, stored: StoredObject,
+                  now: float) -> None:
+    """``SET EXPIRY``: objects a reconcile pass would give an (earlier) X-Delete-At, and
+    those of them already past it (they go at the expirer's pass after it)."""
+    if due is None:
+        return
+    totals["expiring_objects"] += 1
+    if due <= now:
+        totals["overdue_objects"] += 1
+        totals["overdue_bytes"] += stored.logical_bytes
 
 
 def _run_sample(access: SwiftAccess, projection: Projection, keys: KeyProvider | None,

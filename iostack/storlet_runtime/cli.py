@@ -428,7 +428,8 @@ def add_upload_parser(subparsers: Any, parents: list[argparse.ArgumentParser] = 
     """Add the ``upload`` verb to a sub-command (``storlet``, or the controller's ``filter``)."""
     up = subparsers.add_parser("upload", parents=list(parents),
                                help="validate, register and deploy your own Python filter")
-    up.add_argument("file", help="the filter's Python source (a Storlets Python storlet)")
+    up.add_argument("file", help="the filter's Python source (an SDK filter or a "
+                                 "Storlets storlet)")
     up.add_argument("--name", required=True, help="filter name used in policies")
     up.add_argument("--main", help="Module.Class of the storlet (default: the only class "
                                    "with __call__)")
@@ -458,7 +459,8 @@ def add_test_parser(subparsers: Any, parents: list[argparse.ArgumentParser] = ()
     test = subparsers.add_parser("test", parents=list(parents),
                                  help="run your Python filter on sample data in a local "
                                       "sandbox (no stack needed)")
-    test.add_argument("file", help="the filter's Python source (a Storlets Python storlet)")
+    test.add_argument("file", help="the filter's Python source (an SDK filter or a "
+                                   "Storlets storlet)")
     test.add_argument("--main", help="Module.Class of the storlet (default: the only class "
                                      "with __call__)")
     test.set_defaults(func=_guarded(cmd_test))

@@ -28,8 +28,8 @@ from iostack.block_bridge.native_lib import BUILD_DIR
 
 pytestmark = pytest.mark.integration
 
-EXPECTED = {"account", "container", "object", "proxy", "container-updater", "controller",
-            "block-bridge", "memcached", "redis", "rabbitmq", "epmd"}
+EXPECTED = {"account", "container", "object", "proxy", "container-updater", "object-expirer",
+            "controller", "block-bridge", "memcached", "redis", "rabbitmq", "epmd"}
 
 
 def live_pids(state_dir: Path) -> dict[str, int]:

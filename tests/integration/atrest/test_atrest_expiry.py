@@ -94,7 +94,12 @@ def test_a_reconcile_pass_gives_stored_objects_their_expiry_from_their_last_writ
     t1.put_object(container, "soon", b"s", headers={"X-Delete-At": str(soon)})
     before = {name: t1.head_object(container, name) for name in ("old", "soon")}
     assert before["old"].get("x-delete-at") is None
-    policies.add(f"FOR CONTAINER AUTH_t1/{container} DO SET EXPIRY WITH after=1h")
+    text = f"FOR CONTAINER AUTH_t1/{container} DO SET EXPIRY WITH after=1h"
+    today = iostack_json("policy", "simulate", text)
+    assert (today["expiring_objects"], today["overdue_objects"]) == (1, 0)  # "soon" goes sooner
+    later = iostack_json("policy", "simulate", text, "--now", str(time.time() + 7200))
+    assert (later["overdue_objects"], later["overdue_bytes"]) == (1, 1000)
+    policies.add(text)
     done = iostack_json("reconcile", "start", f"AUTH_t1/{container}", "--wait", "--duty", "1")
     assert (done["reencoded"], done["skipped"], done["failed"]) == (1, 1, 0)
     after = t1.head_object(container, "old")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from swift.common.utils import Timestamp
 
 from iostack.atrest.inspect import stored_object
@@ -68,11 +69,23 @@ def test_progress_survives_a_restart_and_gives_an_eta(tmp_path):
     assert load_state(tmp_path / "none.json") is None
 
 
-def test_start_accepts_a_daemon_that_finished_between_two_looks(tmp_path, monkeypatch):
-    """A small target's pass can end before ``start`` first sees its record."""
+def _start(tmp_path, target: Target) -> dict:
+    """``reconcile start --wait --json`` of ``target`` (its daemon is whatever Popen is)."""
     import argparse
     import types
 
+    from iostack.atrest import cli
+
+    ctx = types.SimpleNamespace(swift_dir=tmp_path,
+                                client=types.SimpleNamespace(url="http://127.0.0.1:1", token=""))
+    args = argparse.Namespace(target=str(target), state_dir=str(tmp_path), duty=1.0,
+                              objects_per_second=None, bytes_per_second=None, now=None,
+                              wait=True, json=True)
+    return cli.reconcile_start(ctx, args)
+
+
+def test_start_accepts_a_daemon_that_finished_between_two_looks(tmp_path, monkeypatch):
+    """A small target's pass can end before ``start`` first sees its record."""
     from iostack.atrest import cli
 
     target = Target.parse("AUTH_t1/small")
@@ -89,10 +102,34 @@ def test_start_accepts_a_daemon_that_finished_between_two_looks(tmp_path, monkey
             return 0
 
     monkeypatch.setattr(cli.subprocess, "Popen", FinishedDaemon)
-    ctx = types.SimpleNamespace(swift_dir=tmp_path,
-                                client=types.SimpleNamespace(url="http://127.0.0.1:1", token=""))
-    args = argparse.Namespace(target=str(target), state_dir=str(tmp_path), duty=1.0,
-                              objects_per_second=None, bytes_per_second=None, now=None,
-                              wait=True, json=True)
-    final = cli.reconcile_start(ctx, args)
+    final = _start(tmp_path, target)
     assert final["state"] == "done" and final["pid"] == 4242
+
+
+def test_start_accepts_a_pass_that_ended_and_cleared_its_pid_before_the_first_look(
+        tmp_path, monkeypatch):
+    """The daemon's last save clears its pid: a finished record newer than the launch counts,
+    an older one (a previous pass) does not."""
+    from iostack.atrest import cli
+
+    target = Target.parse("AUTH_t1/tiny")
+    path = state_path(tmp_path, target)
+    save_state(path, ReconcileState(target=str(target), state="done", updated=1.0))
+
+    class Daemon:
+        pid, finishes, returncode = 4343, True, 0
+
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def poll(self):
+            if Daemon.finishes:
+                save_state(path, ReconcileState(target=str(target), state="done", pid=None))
+            return 0
+
+    monkeypatch.setattr(cli.subprocess, "Popen", Daemon)
+    assert _start(tmp_path, target)["state"] == "done"
+    save_state(path, ReconcileState(target=str(target), state="done", updated=1.0))
+    Daemon.finishes = False  # exits without a record of this launch
+    with pytest.raises(cli.Refused, match="exited at once"):
+        _start(tmp_path, target)
