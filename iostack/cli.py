@@ -60,6 +60,8 @@ EXAMPLES = {
     "policy rm": "iostack policy rm P3 P4",
     "policy tenant": "iostack policy tenant AUTH_t1",
     "policy status": "iostack policy status      # which version each proxy worker enforces",
+    "policy revoke": "iostack policy revoke --reason 'store restored from an unknown backup'",
+    "policy reinstate": "iostack policy reinstate   # once the stored policies are checked",
     "policy history": "iostack policy history --limit 10",
     "policy diff": "iostack policy diff 3 5",
     "policy rollback": "iostack policy rollback 3 --dry-run   # then without --dry-run",

@@ -17,11 +17,15 @@ configured, the smallest set Redis documents as highly available:
 A master takes writes only while at least one replica is in sync with it
 (``min-replicas-to-write 1``, ``min-replicas-max-lag 5``): a master that
 was cut off or hung while a replica was promoted, and comes back still
-believing it is the master, refuses writes (``NOREPLICAS``) until the
-Sentinels turn it into a replica, so no client that still holds a
-connection to it has a write acknowledged and then silently dropped (the
-controller answers 503 instead). The set counts as started when its master
-takes writes (``writable``).
+believing it is the master, refuses writes (``NOREPLICAS``) once its
+replicas have left it, so a client that still holds a connection to it
+rarely has a write acknowledged and then dropped at its demotion. Rarely,
+not never: a master that wakes up before it notices its replicas left
+still takes writes for a moment (seen in about half of the tries of a
+hand-made test, so no test claims more). For policies the controller's
+guardian covers that: a store found below the highest version it
+journaled is restored from the journal. The set counts as started when its
+master takes writes (``writable``).
 
 Every process binds 127.0.0.1 only (the storage nodes never talk to Redis)
 and requires the stack's generated password (``redis_password``), servers

@@ -22,6 +22,8 @@ import threading
 from collections.abc import Callable
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from iostack.policy.redis_keys import KeySpace
 
@@ -63,6 +65,11 @@ class Subscription:
             pubsub = self.client.pubsub(ignore_subscribe_messages=True)
             try:
                 pubsub.subscribe(self.channel)
+                # redis-py would reconnect and subscribe again inside get_message, so
+                # a broken connection (a Redis restart, a failover, a kill) would go
+                # unnoticed and the messages sent meanwhile be lost without anyone
+                # knowing: let the error through, to be handled below.
+                pubsub.connection.retry = Retry(NoBackoff(), 0)
                 self.on_subscribed()
                 self._active.set()
                 backoff = 0.1

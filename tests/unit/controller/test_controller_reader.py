@@ -335,7 +335,7 @@ def test_the_copy_is_written_through_offload(store, keys, shared_redis_url, tmp_
     try:
         store.submit("FOR TENANT t1 DO SET noop")
         assert reader.wait_version(int(store.redis.get(keys.version)))
-        assert wait_until(lambda: calls == ["save"] * len(calls) and calls)
-        assert saved_version(tmp_path / "p.json", keys) == reader.version
+        assert wait_until(lambda: saved_version(tmp_path / "p.json", keys) == reader.version)
+        assert calls and calls == ["save"] * len(calls)
     finally:
         reader.close()
