@@ -69,7 +69,7 @@ from swiftclient.client import Connection
 
 from iostack.aio.session import started_stack
 from iostack.storlet_runtime import packaging
-from iostack.storlet_runtime.docker_gateway import ContainerScope
+from iostack.storlet_runtime.container import ContainerScope
 from iostack.storlet_runtime.identity import sandbox_scope
 from iostack.storlet_runtime.sandbox import ScopeSandbox
 from iostack.storlet_runtime.swift_conf import gateway_conf_path

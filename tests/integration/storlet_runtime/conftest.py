@@ -23,7 +23,7 @@ from swiftclient.client import Connection
 
 from iostack.aio.session import StackStartError, started_stack
 from iostack.storlet_runtime import deploy
-from iostack.storlet_runtime.docker_gateway import ContainerScope
+from iostack.storlet_runtime.container import ContainerScope
 from iostack.storlet_runtime.identity import sandbox_scope
 from iostack.storlet_runtime.sandbox import ScopeSandbox
 from iostack.storlet_runtime.storlets import upper
