@@ -89,11 +89,11 @@ def docker_aio(shared_services) -> Iterator[dict[str, Any]]:
 @pytest.fixture(scope="module", params=["bubblewrap", "docker"])
 def sandbox_aio(request) -> dict[str, Any]:
     """A stack running the sandbox runtime of the parameter (the module's tests group by it)."""
+    if request.param == "docker":
+        return request.getfixturevalue("docker_aio")
     info = request.getfixturevalue("aio")
     if info.get("sandbox", "bubblewrap") == request.param:
         return info
-    if request.param == "docker":
-        return request.getfixturevalue("docker_aio")
     pytest.skip("the running 'make run' stack has the docker sandbox; stop it (make stop) "
                 "for a bubblewrap stack of the test session")
 
