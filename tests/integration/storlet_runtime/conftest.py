@@ -77,7 +77,7 @@ def storlet_tenant(aio: dict[str, Any]) -> StorletTenant:
 def docker_aio(shared_services) -> Iterator[dict[str, Any]]:
     """A stack whose Storlets sandbox is the container runtime, shared by the session."""
     # Under the tests' state dir, as the session's stack (pytest's tmp dirs are 0700).
-    state_dir = TEST_STATE_DIR / f"docker-{os.getpid()}" / "aio"
+    state_dir = TEST_STATE_DIR / f"docker-{os.getpid()}"
     args = ["--sandbox", "docker", *shared_services.stack_args(f"test-dk-{uuid.uuid4().hex[:8]}")]
     try:
         with started_stack(state_dir, *args) as info:
