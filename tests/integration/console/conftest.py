@@ -1,12 +1,10 @@
-"""A real browser on the console: Debian's Chromium driven by Playwright (never its own browser).
+"""The console's browser tests: a page of Debian's Chromium (``browser``, tests/integration).
 
 ``page`` is a fresh browser context (its own cookies) on the aio's controller;
 ``shot(page,
 name)`` saves a screenshot under ``<test state dir>/artifacts/console/``
 (``$IOSTACK_TEST_STATE_DIR``, default ``.iostack-test``: it outlives the
 session's private stack, whose own state dir is removed when it stops).
-Chromium is started with ``executable_path`` and flags that keep it off the
-network: Playwright must never download a browser here.
 """
 
 from __future__ import annotations
@@ -17,23 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-CHROMIUM = os.environ.get("IOSTACK_CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--disable-default-apps",
-        "--no-first-run", "--disable-dev-shm-usage"]
-
-
-@pytest.fixture(scope="session")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: 'make setup' installs Debian's chromium")
-    with sync_playwright() as playwright:
-        instance = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield instance
-        instance.close()
 
 
 @pytest.fixture
