@@ -94,6 +94,7 @@ EXAMPLES = {
     "storlet deploy": "iostack storlet deploy compression --tenant t1",
     "storlet sandbox list": "iostack storlet sandbox list",
     "storlet sandbox stop": "iostack storlet sandbox stop AUTH_t1",
+    "storlet image": "iostack storlet image --seccomp-profile /etc/containers/iostack-seccomp.json",
     "block filters": "iostack block filters",
     "block validate": "iostack block validate 'xor(key=90)>bw(read=1048576)'",
     "block call": "iostack block call --config .iostack/etc/block-bridge.json "

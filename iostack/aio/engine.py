@@ -36,6 +36,7 @@ from pathlib import Path
 
 from iostack.aio.state import private_dir, write_private_text
 from iostack.storlet_runtime import engine_image
+from iostack.storlet_runtime.config import SandboxConfig
 from iostack.storlet_runtime.engine_seccomp import SYSTEM_SECCOMP, denied_syscalls, seccomp_profile
 
 PODMAN = "/usr/bin/podman"
@@ -114,8 +115,10 @@ class PodmanEngine:
             return False
 
     def ensure_image(self) -> str:
-        """The storlet image's name, built first when its inputs changed (``engine_image``)."""
-        return engine_image.ensure_image(self.podman, self.env, self.root / "tmp")
+        """The storlet image's name, built first when its inputs changed (``engine_image``),
+        for the gateway's default Python path (the all-in-one's gateway config sets none)."""
+        packages = SandboxConfig.from_gateway_conf({}).python_path
+        return engine_image.ensure_image(self.podman, self.env, self.root / "tmp", packages)
 
     def remove_containers(self) -> None:
         """Remove every container of this engine (all are the stack's sandboxes)."""

@@ -498,16 +498,19 @@ def register(subparsers: Any) -> dict[str, Any]:
 
 def cmd_image(args: argparse.Namespace) -> int:
     from iostack.storlet_runtime import engine_image, engine_seccomp
+    from iostack.storlet_runtime.config import SandboxConfig
 
+    packages = SandboxConfig.from_gateway_conf({}).python_path
     try:
         if args.tarball:
-            inputs = engine_image.image_inputs()
+            inputs = engine_image.image_inputs(packages)
             engine_image.write_rootfs(inputs, Path(args.tarball))
             print(f"{args.tarball}: import it as "
                   f"{engine_image.IMAGE_REPOSITORY}:{engine_image.image_tag(inputs)} "
                   f"(docker import --change 'CMD [\"/usr/bin/python3\"]' {args.tarball} NAME)")
         else:
-            print(engine_image.ensure_image(args.podman, {}, Path(tempfile.gettempdir())))
+            print(engine_image.ensure_image(args.podman, {}, Path(tempfile.gettempdir()),
+                                            packages))
     except engine_image.ImageError as exc:
         print(f"iostack storlet image: {exc}", file=sys.stderr)
         return 1

@@ -4,9 +4,11 @@ No registry is needed (or reachable): the image is a root filesystem made of
 the host's Debian Python interpreter (``/usr/bin/python3.X``), its standard
 library (without tests, IDLE, Tk, ensurepip and the site directories),
 util-linux's ``logger`` (the daemon factory pipes each storlet daemon's
-output into it) and the shared libraries ``ldd`` names for these, the
-interpreter's extension modules, and the libraries compiled filters link
-to (``libgcc_s``, ``libstdc++``). Storlets, IOStack and the filters' packages are not in it:
+output into it) and the shared libraries ``ldd`` names for these, for the
+interpreter's extension modules and for the compiled modules of the Python
+path the gateway binds (``packages``: zstandard, cryptography, ...; libraries
+bundled inside those directories come with the bind), plus ``libgcc_s`` and
+``libstdc++``. Storlets, IOStack and the filters' packages are not in it:
 the gateway binds them read-only, as the bubblewrap sandbox does
 (``docker_gateway``), so an upgrade of them needs no new image.
 
@@ -76,8 +78,17 @@ def _library_dir(libs: set[Path]) -> Path:
     raise ImageError(f"ldd found no C library for {PYTHON}")
 
 
-def image_inputs(python: str = PYTHON) -> list[Path]:
-    """Every host file the image holds (the interpreter, its library, shared libraries)."""
+def _compiled_modules(packages: Iterable[str]) -> list[Path]:
+    found = []
+    for top in packages:
+        for root, _, names in os.walk(top):
+            found += [Path(root, n) for n in names if n.endswith(".so") or ".so." in n]
+    return found
+
+
+def image_inputs(packages: Iterable[str] = (), python: str = PYTHON) -> list[Path]:
+    """Every host file the image holds (the interpreter, its library, shared libraries);
+    ``packages``: the directories the gateway binds on the Python path."""
     stdlib = Path(f"/usr/lib/{Path(python).name}")
     if not os.path.isfile(python) or not stdlib.is_dir():
         raise ImageError(f"{python} and {stdlib} are needed for the storlet image (Debian's "
@@ -85,10 +96,15 @@ def image_inputs(python: str = PYTHON) -> list[Path]:
     files = _stdlib_files(stdlib)
     extensions = [f for f in files if f.suffix == ".so"]
     programs = [Path(p) for p in PROGRAMS if os.path.isfile(p)]
+    packages = [os.path.realpath(p) for p in packages]
     libs = _shared_libraries([Path(python), *programs, *extensions])
+    libs |= {lib for lib in _shared_libraries(_compiled_modules(packages))
+             if not any(os.path.realpath(lib).startswith(p + "/") for p in packages)}
     libdir = _library_dir(libs)
     libs |= {libdir / name for name in EXTRA_LIBS if (libdir / name).exists()}
-    return sorted({Path(python), *programs, *files, *libs})
+    # One file per place in the image (/lib/x/libc.so.6 is /usr/lib/x/libc.so.6 there).
+    return sorted({_inside(p): p for p in sorted({Path(python), *programs, *files, *libs})}
+                  .values())
 
 
 def image_tag(inputs: list[Path]) -> str:
@@ -155,9 +171,11 @@ def _podman(podman: str, env: Mapping[str, str], *args: str,
     return done
 
 
-def ensure_image(podman: str, env: Mapping[str, str], work_dir: Path) -> str:
-    """The storlet image's name, building it first when its inputs changed."""
-    inputs = image_inputs()
+def ensure_image(podman: str, env: Mapping[str, str], work_dir: Path,
+                 packages: Iterable[str] = ()) -> str:
+    """The storlet image's name, building it first when its inputs changed (``packages``:
+    the Python path the gateway binds, whose compiled modules' libraries it needs)."""
+    inputs = image_inputs(packages)
     name = f"{IMAGE_REPOSITORY}:{image_tag(inputs)}"
     if _podman(podman, env, "image", "exists", name, check=False).returncode != 0:
         work_dir.mkdir(parents=True, exist_ok=True)

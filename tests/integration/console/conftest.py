@@ -1,4 +1,4 @@
-"""A real browser on the console: Debian's Chromium driven by Playwright (never its own browser).
+"""The console's browser tests: a page of Debian's Chromium (``browser``, tests/integration).
 
 ``page`` is a fresh context (its own cookies) of the session's ``browser``
 (``tests/conftest.py``) on the aio's controller;

@@ -23,7 +23,7 @@ from swiftclient.client import Connection
 
 from iostack.aio.session import StackStartError, started_stack
 from iostack.storlet_runtime import deploy
-from iostack.storlet_runtime.docker_gateway import ContainerScope
+from iostack.storlet_runtime.container import ContainerScope
 from iostack.storlet_runtime.identity import sandbox_scope
 from iostack.storlet_runtime.sandbox import ScopeSandbox
 from iostack.storlet_runtime.storlets import upper
@@ -77,7 +77,7 @@ def storlet_tenant(aio: dict[str, Any]) -> StorletTenant:
 def docker_aio(shared_services) -> Iterator[dict[str, Any]]:
     """A stack whose Storlets sandbox is the container runtime, shared by the session."""
     # Under the tests' state dir, as the session's stack (pytest's tmp dirs are 0700).
-    state_dir = TEST_STATE_DIR / f"docker-{os.getpid()}" / "aio"
+    state_dir = TEST_STATE_DIR / f"docker-{os.getpid()}"
     args = ["--sandbox", "docker", *shared_services.stack_args(f"test-dk-{uuid.uuid4().hex[:8]}")]
     try:
         with started_stack(state_dir, *args) as info:
@@ -89,11 +89,11 @@ def docker_aio(shared_services) -> Iterator[dict[str, Any]]:
 @pytest.fixture(scope="module", params=["bubblewrap", "docker"])
 def sandbox_aio(request) -> dict[str, Any]:
     """A stack running the sandbox runtime of the parameter (the module's tests group by it)."""
+    if request.param == "docker":
+        return request.getfixturevalue("docker_aio")
     info = request.getfixturevalue("aio")
     if info.get("sandbox", "bubblewrap") == request.param:
         return info
-    if request.param == "docker":
-        return request.getfixturevalue("docker_aio")
     pytest.skip("the running 'make run' stack has the docker sandbox; stop it (make stop) "
                 "for a bubblewrap stack of the test session")
 

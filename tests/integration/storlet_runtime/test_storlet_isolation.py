@@ -26,6 +26,8 @@ from pathlib import Path
 import pytest
 
 from iostack.aio.services import wait_until
+from iostack.doctor.cli import diagnose, find_configs
+from iostack.doctor.sandbox import check_gateway
 from iostack.storlet_runtime.identity import sandbox_scope
 from iostack.storlet_runtime.swift_conf import STORLET_TIMEOUT
 from tests.conftest import Policies
@@ -278,3 +280,22 @@ def test_the_data_path_runs_sandboxed_filters_in_the_stacks_runtime(t1, sandbox_
         assert ("container" in record) == (sandbox_aio["sandbox"] == "docker"), record
     finally:
         policies.cleanup()
+
+
+def test_doctor_checks_the_stacks_runtime(sandbox_aio, tmp_path):
+    """The running runtime passes; the container runtime with an image the engine lacks, or
+    an engine that does not answer, is an error that says so."""
+    swift_dir = Path(sandbox_aio["swift_dir"])
+    proxy, objects = find_configs([str(swift_dir)])
+    found = [f for f in diagnose(proxy, objects) if "sandbox:" in f.what]
+    runtime = "docker" if sandbox_aio["sandbox"] == "docker" else "bubblewrap"
+    assert [f.level for f in found] == ["ok"] and found[0].what.startswith(runtime), found
+    if runtime == "docker":
+        conf = (swift_dir / "storlet-gateway.conf").read_text()
+        broken = tmp_path / "gateway.conf"
+        broken.write_text(conf.replace("localhost/iostack-storlet:", "localhost/missing:"))
+        [finding] = check_gateway("iostack_docker", str(broken))
+        assert finding.level == "error" and "localhost/missing:" in finding.what, finding
+        broken.write_text(conf.replace("podman.sock", "nothing.sock"))
+        [finding] = check_gateway("iostack_docker", str(broken))
+        assert finding.level == "error" and "does not answer" in finding.what, finding

@@ -4,7 +4,7 @@ and the limits and binds its containers get."""
 from __future__ import annotations
 
 from iostack.storlet_runtime.config import SandboxConfig
-from iostack.storlet_runtime.docker_gateway import container_limits, container_mounts
+from iostack.storlet_runtime.container import container_limits, container_mounts
 from iostack.storlet_runtime.engine_image import image_inputs, image_tag
 from iostack.storlet_runtime.engine_seccomp import denied_syscalls, seccomp_profile
 
