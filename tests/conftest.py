@@ -109,27 +109,6 @@ def _pingable(url: str) -> bool:
         return False
 
 
-# Debian's Chromium, started with executable_path and flags that keep it off the network:
-# Playwright must never download a browser here.
-CHROMIUM = os.environ.get("IOSTACK_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--disable-default-apps",
-                 "--no-first-run", "--disable-dev-shm-usage"]
-
-
-@pytest.fixture(scope="session")
-def browser() -> Iterator[Any]:
-    """A real browser (the console's tests, the Keystone login), driven by Playwright."""
-    from playwright.sync_api import sync_playwright
-
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: 'make setup' installs Debian's chromium")
-    with sync_playwright() as playwright:
-        instance = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield instance
-        instance.close()
-
-
 @pytest.fixture(scope="session")
 def shared_services() -> Iterator[SharedServices]:
     """This session's private Redis and RabbitMQ, started on first use, stopped at the end."""

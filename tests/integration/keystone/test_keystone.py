@@ -33,7 +33,6 @@ from iostack.doctor.cli import diagnose
 from iostack.doctor.pipelines import find_configs
 from iostack.storlet_runtime.packaging import PIN_PREFIX
 from tests.conftest import read_stored
-from tests.integration.console.console_helpers import login
 
 pytestmark = pytest.mark.integration
 PIPELINE = "x-object-sysmeta-iostack-pipeline"
@@ -195,25 +194,6 @@ def test_the_console_logs_in_with_a_keystone_token(keystone_stack, browser):
             context.close()
 
 
-
-def test_the_console_logs_in_with_a_keystone_token_in_chromium(keystone_stack, browser):
-    """The login page in Debian's Chromium: a token that is no Keystone token is refused on
-    the page, a tenant's project token opens its policies page, naming its account."""
-    from playwright.sync_api import expect
-
-    t1 = keystone_stack["tenants"]["t1"]
-    context = browser.new_context(base_url=keystone_stack["controller_url"])
-    context.set_default_timeout(15000)
-    try:
-        page = context.new_page()
-        page.goto("/ui/login")
-        page.get_by_label("Token", exact=True).fill("gAAAAAnot-a-keystone-token")
-        page.get_by_role("button", name="Log in").click()
-        expect(page.locator("#login-error")).to_be_visible()
-        login(page, keystone_session(t1).get_token())
-        expect(page.locator("body")).to_contain_text(t1["account"])
-    finally:
-        context.close()
 
 @pytest.fixture
 def keystone_hashing(keystone_stack):
