@@ -13,7 +13,7 @@ with, default ``python -m iostack.storlet_runtime.upload_check local`` (the
 storlet runtime's check in a bubblewrap sandbox of its own on this host, no
 Swift needed). It is given the storlet's file name and its
 ``<module>.<Class>`` (from the filter's ``extra.storlet`` and
-``extra.storlet_main`` when registered; otherwise ``iostack_upload.py`` and
+``extra.storlet_main`` when registered; otherwise ``DEFAULT_STORLET`` and
 its only storlet class), the code on its standard input, and answers with
 exit status 0, or a last line of JSON ``{"error": "..."}``.
 """
