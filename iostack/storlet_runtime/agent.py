@@ -24,11 +24,18 @@ made ``0700`` (the engine mounts the tmpfs owned by the sandbox's uid, but
 with its own mode) and ``/dev/log`` is linked to the log socket here (the
 container's ``/dev`` is a tmpfs of the sandbox's uid; bubblewrap makes the
 link itself).
+
+Every orphan of the sandbox (a storlet's children whose request process
+already ended) becomes this process's child: it is PID 1 in a container, and
+a child subreaper anywhere. It reaps them all, as bubblewrap's own init
+does; in a container their zombies would otherwise hold the process limit
+for good (after one fork bomb, every later request failed to fork).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import resource
 import select
@@ -37,6 +44,8 @@ import socket
 import sys
 
 MAX_DATAGRAM = 8192
+PR_SET_CHILD_SUBREAPER = 36
+REAP_EVERY = 0.2  # seconds: exited children are reaped at least this often
 
 
 def relay(log_path: str, argv: list[str]) -> int:
@@ -46,19 +55,38 @@ def relay(log_path: str, argv: list[str]) -> int:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     sock.bind(log_path)
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    _become_subreaper()
     child = os.fork()
     if child == 0:
         sock.close()
         os.execv(argv[0], argv)  # noqa: S606 - the runner's argv, in the child
     while True:
-        ready, _, _ = select.select([sock], [], [], 1.0)
+        ready, _, _ = select.select([sock], [], [], REAP_EVERY)
         if ready:
             line = sock.recv(MAX_DATAGRAM).replace(b"\n", b" ").rstrip(b"\0") + b"\n"
             try:
                 os.write(2, line)
             except OSError:  # past the file-size limit, or stderr closed: drop the line
                 pass
-        pid, status = os.waitpid(child, os.WNOHANG)
+        status = reap(child)
+        if status is not None:
+            return status
+
+
+def _become_subreaper() -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def reap(child: int) -> int | None:
+    """Reap every exited child (orphans included); the agent's exit code once it exited."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return None
+        if pid == 0:
+            return None
         if pid == child:
             return os.waitstatus_to_exitcode(status)
 
