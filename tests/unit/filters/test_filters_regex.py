@@ -75,7 +75,10 @@ def test_any_pattern_compiles_or_is_refused_and_a_long_name_matches_quickly(patt
     except RegexError:
         return
     finally:
-        assert time.thread_time() - start < 0.2, f"compiling {pattern!r}"
+        # RE2 refuses an oversized program only once it has built it: nested counted
+        # repetitions ('*{2}*{1000}*{1000}') took 0.38 s once on a loaded CI machine.
+        # Still bounded: backtracking engines take minutes on such patterns.
+        assert time.thread_time() - start < 1.0, f"compiling {pattern!r}"
     start = time.thread_time()
     regex.search(LONG_NAME)
     assert time.thread_time() - start < 0.2, f"matching {pattern!r}"
