@@ -4,6 +4,8 @@ when a test fails."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,20 @@ from iostack.block_bridge.tgt import Tgtd
 @pytest.fixture(scope="session")
 def native_build() -> Path:
     return ensure_built()
+
+
+@pytest.fixture
+def failing_filters(native_build, tmp_path) -> Path:
+    """A filter folder: the built filters plus ``failing`` (a test filter whose
+    transforms fail while its ``flag`` file exists)."""
+    filters = tmp_path / "filters"
+    filters.mkdir()
+    for so in (native_build / "filters").glob("*.so"):
+        shutil.copy(so, filters / so.name)
+    failing = Path(__file__).parents[2] / "unit" / "block_bridge" / "filters" / "failing.c"
+    subprocess.run(["gcc", "-Wall", "-fPIC", "-shared", "-o", str(filters / "failing.so"),  # noqa: S603, S607
+                    str(failing)], check=True)
+    return filters
 
 
 @pytest.fixture(scope="module")

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 from bb_helpers import make_backing, processes_showing, xts_encrypt
@@ -89,18 +87,12 @@ def test_an_aes_xts_key_is_never_in_nbdkits_argv(export, tmp_path):
     assert backing.read_bytes()[:len(data)] == xts_encrypt(key, data, 0)
 
 
-def test_a_failing_filter_fails_the_nbd_write_with_eio(native_build, tmp_path):
+def test_a_failing_filter_fails_the_nbd_write_with_eio(failing_filters, tmp_path):
     """Regression: a block filter could not fail a write (void transforms), so
     the frontend acknowledged writes that never happened correctly. A filter's
     error-returning transform now fails the NBD request with EIO, the client
     sees it, and the device is untouched."""
-    filters = tmp_path / "filters"
-    filters.mkdir()
-    for so in (native_build / "filters").glob("*.so"):
-        shutil.copy(so, filters / so.name)
-    failing = Path(__file__).parents[2] / "unit" / "block_bridge" / "filters" / "failing.c"
-    subprocess.run(["gcc", "-Wall", "-fPIC", "-shared", "-o", str(filters / "failing.so"),
-                    str(failing)], check=True)
+    filters = failing_filters
     backing = make_backing(tmp_path / "backing.img", 4 << 20)
     flag = tmp_path / "fail-now"
     server = NbdExport(backing, f"failing(flag={flag})>xor(key=0x0f)", free_port(),

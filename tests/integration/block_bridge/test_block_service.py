@@ -479,17 +479,11 @@ def test_rpc_clients_cannot_hold_the_service(tmp_path, native_build):
         svc.stop()
 
 
-def test_a_failing_filter_fails_the_iscsi_write_and_stores_nothing(tmp_path, native_build):
+def test_a_failing_filter_fails_the_iscsi_write_and_stores_nothing(tmp_path, failing_filters):
     """Regression: block filters could not fail a write (void transforms), so an
     initiator got success for writes that never happened correctly. Through the
     real FUSE + tgt frontend, a filter's failure is a failed SCSI command."""
-    filters = tmp_path / "filters"
-    filters.mkdir()
-    for so in (native_build / "filters").glob("*.so"):
-        shutil.copy(so, filters / so.name)
-    failing = Path(__file__).parents[2] / "unit" / "block_bridge" / "filters" / "failing.c"
-    subprocess.run(["gcc", "-Wall", "-fPIC", "-shared", "-o", str(filters / "failing.so"),
-                    str(failing)], check=True)
+    filters = failing_filters
     flag = tmp_path / "fail-now"
     svc = Service(tmp_path, filter_dir=str(filters))
     svc.start()
