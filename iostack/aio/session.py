@@ -34,6 +34,11 @@ from iostack.endpoints import AioNotRunning, load_aio_info
 
 PORT_SETTINGS = ("proxy", "proxy2", "account", "container", "object", "controller", "block",
                  "iscsi", "keystone")
+# A free port may be taken by someone else's connection or server before the stack binds
+# it (free ports and outgoing connections share a range): a start that failed so is
+# retried on other ports, this many times in all.
+START_ATTEMPTS = 3
+PORT_TAKEN = "Address already in use"
 
 
 class StackStartError(RuntimeError):
@@ -54,6 +59,32 @@ def free_port_args(names: tuple[str, ...] = PORT_SETTINGS) -> list[str]:
         chosen.add(free_port())
     return [arg for name, port in zip(names, sorted(chosen), strict=True)
             for arg in (f"--{name}-port", str(port))]
+
+
+def start_on_free_ports(state_dir: Path, *args: str) -> subprocess.CompletedProcess:
+    """``iostack aio start --json`` in ``state_dir`` on free ports, again on others while
+    a server found its port taken. A failed start is stopped; its logs stay."""
+    for _ in range(START_ATTEMPTS - 1):
+        started = _start(state_dir, args)
+        if started.returncode == 0 or not _lost_a_port(state_dir / "log"):
+            return started
+        print(f"iostack aio start in {state_dir}: a port was taken; again on others",
+              file=sys.stderr, flush=True)
+        aio_command("stop", state_dir, "--purge")
+        shutil.rmtree(state_dir, ignore_errors=True)
+    return _start(state_dir, args)
+
+
+def _start(state_dir: Path, args: tuple[str, ...]) -> subprocess.CompletedProcess:
+    started = aio_command("start", state_dir, "--json", *args, *free_port_args())
+    if started.returncode != 0:
+        aio_command("stop", state_dir)
+    return started
+
+
+def _lost_a_port(log_dir: Path) -> bool:
+    return any(PORT_TAKEN in log.read_text(errors="replace")
+               for log in log_dir.glob("*.log") if log.is_file())
 
 
 def answering_stack() -> dict[str, Any] | None:
@@ -105,9 +136,8 @@ def running_stack(private_root: Path,
     # Its own namespace: Redis and RabbitMQ may be shared with other stacks.
     namespace = f"iostack-{os.getpid()}"
     services = shared.stack_args(namespace) if shared else ["--namespace", namespace]
-    started = aio_command("start", state_dir, "--json", *services, *free_port_args())
+    started = start_on_free_ports(state_dir, *services)
     if started.returncode != 0:
-        aio_command("stop", state_dir)
         raise StackStartError(f"all-in-one did not start:\n{started.stdout}\n{started.stderr}")
     try:
         yield json.loads(started.stdout)
@@ -125,9 +155,8 @@ def started_stack(state_dir: Path, *args: str) -> Iterator[dict[str, Any]]:
     failed to start, or to stop, is stopped but its state dir and logs stay
     for inspection.
     """
-    started = aio_command("start", state_dir, "--json", *args, *free_port_args())
+    started = start_on_free_ports(state_dir, *args)
     if started.returncode != 0:
-        aio_command("stop", state_dir)
         raise StackStartError(f"the stack did not start (logs in {state_dir / 'log'}):\n"
                               f"{started.stdout}\n{started.stderr}")
     try:

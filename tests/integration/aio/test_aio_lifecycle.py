@@ -23,7 +23,7 @@ import requests
 import swiftclient
 
 from iostack.aio.processes import ProcessManager
-from iostack.aio.session import aio_command, free_port_args
+from iostack.aio.session import aio_command, free_port_args, start_on_free_ports
 from iostack.block_bridge.native_lib import BUILD_DIR
 
 pytestmark = pytest.mark.integration
@@ -47,8 +47,7 @@ def pid_alive(pid: int) -> bool:
 
 def test_private_services_start_stop_and_restart(tmp_path):
     state_dir = tmp_path / "aio"
-    started = aio_command("start", state_dir, "--json", "--replicas", "3", "--block-demo", "1",
-                          *free_port_args())
+    started = start_on_free_ports(state_dir, "--replicas", "3", "--block-demo", "1")
     assert started.returncode == 0, started.stderr
     try:
         info = json.loads(started.stdout)

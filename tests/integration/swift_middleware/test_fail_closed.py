@@ -31,7 +31,7 @@ from swiftclient.exceptions import ClientException
 
 from iostack.aio.processes import ProcessManager
 from iostack.aio.services import free_port, wait_until
-from iostack.aio.session import aio_command, free_port_args
+from iostack.aio.session import aio_command, start_on_free_ports
 from iostack.controller.client import ControllerClient
 from iostack.policy.snapshot import SnapshotFile
 from iostack.swift_middleware.enforce.record import PIPELINE_HEADER
@@ -86,9 +86,8 @@ def stack(tmp_path_factory, shared_services):
     # The session's broker (a vhost of its own); a Redis of this module's own.
     services = shared_services.stack_args(namespace)
     services[services.index("--redis-url") + 1] = store.url
-    started = aio_command("start", state_dir, "--json", *services, *free_port_args())
+    started = start_on_free_ports(state_dir, *services)
     if started.returncode != 0:
-        aio_command("stop", state_dir)
         store.stop()
         pytest.fail(f"the private stack did not start: {started.stderr}")
     yield json.loads(started.stdout), store
