@@ -60,8 +60,8 @@ unit: setup
 integration: setup keystone
 	$(PY) -m pytest tests -m integration
 
-# Swift's whole functional and s3api suites against plain Swift and IOStack (no policy,
-# compression, encryption); `make test` runs a selection of them.
+# Swift's whole functional and s3api suites through IOStack (no policy, compression,
+# encryption), what fails re-run on plain Swift; `make test` runs them too.
 conformance: setup
 	$(PY) tests/integration/conformance/swift_suite.py
 

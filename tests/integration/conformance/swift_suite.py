@@ -14,13 +14,19 @@ including its s3api suite, and ``test/s3api``). This runner
    the all-in-one's own proxy config (every IOStack middleware), and the same
    config with the IOStack and Storlets middlewares taken out of the pipeline
    (plain Swift). Both add Swift's functional-test users to tempauth, with
-   keys generated for this run (accounts ``AUTH_test`` and ``AUTH_test2``);
-3. runs the suite against plain Swift (the baseline), then against IOStack in
-   each configuration: no policy, ``SET COMPRESSION`` and ``SET ENCRYPTION``
-   for both test tenants (checked on a stored probe object before the run);
-4. prints pass/fail/skip counts per configuration and the tests that fail
-   through IOStack but pass on plain Swift: only those count against IOStack
-   (exit status 1). Tests failing on plain Swift too are listed as such.
+   keys generated for this run;
+3. runs the suite against IOStack in each configuration at once: no policy,
+   ``SET COMPRESSION`` and ``SET ENCRYPTION``, each on two test accounts of its
+   own (``AUTH_<configuration>`` and ``AUTH_<configuration>2``; the policy is
+   checked on a stored probe object before the run). The suite keeps its state
+   in its accounts (account tests delete every container in theirs), so
+   separate accounts let the runs share one stack without seeing each other;
+4. runs the tests that failed through IOStack again against plain Swift (on
+   accounts ``AUTH_plain`` and ``AUTH_plain2``; ``--baseline all`` runs the
+   whole selection there), and prints pass/fail/skip counts per configuration
+   and the tests that fail through IOStack but pass on plain Swift: only those
+   count against IOStack (exit status 1). Tests failing on plain Swift too are
+   listed as such.
 
 Tests are skipped only where the generated ``test.conf`` says why (its
 comments): no third-party auth (Keystone), one reseller prefix (service
@@ -31,8 +37,8 @@ tokens), no s3_acl in the proxy's s3api. On devices that are not XFS,
     .venv/bin/python tests/integration/conformance/swift_suite.py --quick    # QUICK_SELECTION
     ... --configs compression --keep   # one configuration; keep build/swift-tests/run/
 
-``make conformance`` runs the full suite; ``make test`` runs ``--quick`` through
-``test_swift_suite.py``.
+``make conformance`` and ``make test`` (through ``test_swift_suite.py``) run the
+full suites.
 """
 
 from __future__ import annotations
@@ -76,7 +82,10 @@ SUITES = ["test/functional", "test/s3api"]
 # The suite's own dependencies (its test-requirements.txt) that IOStack's venv lacks:
 # test/functional/s3api drives S3 with boto 2. Installed beside the suite, on its
 # PYTHONPATH only.
-SUITE_DEPS = ["boto==2.49.0"]
+SUITE_DEPS = ["boto==2.49.0",
+              # botocore signs S3 requests with CRC32C/CRC64NVME checksums and lower-case
+              # methods only with the AWS CRT; without it the suite skips those tests.
+              "awscrt==0.29.2"]
 SUITE_DEPS_STAMP = "installed.txt"
 # A bounded selection for ``make test``: objects' framing, size and metadata limits, ETag,
 # Range, conditional requests and copies; versioned writes with their ACL checks;
@@ -105,13 +114,45 @@ CONFIGS = {  # configuration -> the filter set on both test tenants (None: no po
     "compression": "COMPRESSION",
     "encryption": "ENCRYPTION",
 }
+# Swift's own middlewares that its suites test and the all-in-one does not run, added to
+# both proxies: (after which middleware, its config). domain_remap serves
+# <container>.<account>.STORAGE_DOMAIN host names (test.conf's storage_domain).
+STORAGE_DOMAIN = "swift.example.com"
+SWIFT_EXTRAS = {
+    "etag-quoter": ("cache", {"use": "egg:swift#etag_quoter"}),
+    "domain_remap": ("cache", {"use": "egg:swift#domain_remap",
+                               "storage_domain": STORAGE_DOMAIN}),
+    "staticweb": ("tempauth", {"use": "egg:swift#staticweb"}),
+}
 # Middlewares a plain Swift proxy does not have.
 NOT_SWIFT = {"iostack_metrics", "iostack_qos", "iostack_select", "storlet_handler", "iostack",
              "iostack_cache"}
-# tempauth users of Swift's functional tests (test/sample.conf): account, user, groups.
-USERS = [("test", "tester", ".admin"), ("test", "tester2", ".admin"), ("test", "tester3", ""),
-         ("test2", "tester2", ".admin")]
-TENANTS = ("test", "test2")
+PLAIN = "plain"  # the baseline's accounts are AUTH_plain and AUTH_plain2
+
+
+@dataclass(frozen=True)
+class Accounts:
+    """One configuration's test accounts: the suite's ``account`` and ``account2``, and
+    ``account6``, its reseller admin's."""
+
+    first: str
+    second: str
+    reseller: str
+
+    @classmethod
+    def of(cls, config: str) -> Accounts:
+        return cls(config, f"{config}2", f"{config}admin")
+
+    def users(self) -> list[tuple[str, str, str]]:
+        """tempauth users of Swift's functional tests (test/sample.conf): account, user,
+        groups. ``tester3`` is the first account's user without admin rights."""
+        return [(self.first, "tester", ".admin"), (self.first, "tester2", ".admin"),
+                (self.first, "tester3", ""), (self.second, "tester2", ".admin"),
+                (self.reseller, "admin", ".reseller_admin")]
+
+    def admin(self, account: str) -> str:
+        """The ``account:user`` that owns ``account``."""
+        return f"{account}:tester" if account == self.first else f"{account}:tester2"
 
 
 def swift_version() -> str:
@@ -123,7 +164,8 @@ def fetch_suite(root: Path = BUILD) -> Path:
     the suite's own dependencies that IOStack does not have in ``deps/`` beside it."""
     version = swift_version()
     target = root / f"swift-{version}"
-    if (target / "deps" / SUITE_DEPS_STAMP).is_file():
+    stamp = target / "deps" / SUITE_DEPS_STAMP
+    if stamp.is_file() and stamp.read_text(encoding="utf-8").split() == SUITE_DEPS:
         return target
     if not (target / "test" / "functional").is_dir():
         _unpack_sdist(root, version, target)
@@ -163,10 +205,22 @@ class Outcomes:
         return {t for t, (o, _) in self.results.items() if o == "failed"}
 
 
-def read_junit(path: Path, name: str) -> Outcomes:
+def node_id(suite: Path, classname: str, name: str) -> str:
+    """pytest's id of a test from its JUnit ``classname`` (``test.functional.tests.TestFile``)
+    and ``name``: the longest dotted prefix that is a module of the suite is its file."""
+    parts = classname.split(".")
+    for split in range(len(parts), 0, -1):
+        module = "/".join(parts[:split]) + ".py"
+        if (suite / module).is_file():
+            return "::".join([module, *parts[split:], name])
+    return f"{classname}::{name}"
+
+
+def read_junit(path: Path, name: str, suite: Path) -> Outcomes:
+    """One run's outcomes by pytest id, from the JUnit report it wrote."""
     outcomes = Outcomes(name)
     for case in ET.parse(path).getroot().iter("testcase"):  # noqa: S314 - our own report
-        test = f"{case.get('classname')}::{case.get('name')}"
+        test = node_id(suite, case.get("classname") or "", case.get("name") or "")
         outcome, message = "passed", ""
         for child in case:
             if child.tag in ("failure", "error"):
@@ -181,15 +235,21 @@ class Proxy:
     """A proxy over the stack's servers: its config with the test users, maybe without IOStack."""
 
     def __init__(self, info: dict[str, Any], workdir: Path, name: str, keys: dict[str, str],
-                 plain: bool) -> None:
+                 users: list[tuple[str, str, str]], plain: bool, workers: int = 1) -> None:
         self.swift_dir = Path(info["swift_dir"])
         self.conf = ConfigParser(interpolation=None)
         self.conf.read(self.swift_dir / "proxy-server.conf")
+        self.conf["DEFAULT"]["workers"] = str(workers)
+        pipeline = self.conf["pipeline:main"]["pipeline"].split()
         if plain:
-            pipeline = self.conf["pipeline:main"]["pipeline"].split()
-            self.conf["pipeline:main"]["pipeline"] = " ".join(p for p in pipeline
-                                                              if p not in NOT_SWIFT)
-        for account, user, groups in USERS:
+            pipeline = [p for p in pipeline if p not in NOT_SWIFT]
+        for middleware, (after, conf) in SWIFT_EXTRAS.items():
+            pipeline.insert(pipeline.index(after) + 1, middleware)
+            self.conf[f"filter:{middleware}"] = conf
+        self.conf["pipeline:main"]["pipeline"] = " ".join(pipeline)
+        # X-Open-Expired: reading an object past its X-Delete-At (the suites test both).
+        self.conf["app:proxy-server"]["allow_open_expired"] = "true"
+        for account, user, groups in users:
             self.conf["filter:tempauth"][f"user_{account}_{user}"] = \
                 f"{keys[f'{account}:{user}']} {groups}".strip()
         self.conf_path = workdir / f"{name}-proxy-server.conf"
@@ -239,10 +299,13 @@ class Proxy:
                 self.proc.wait(10)
 
 
-def test_conf(proxy: Proxy, keys: dict[str, str]) -> str:
-    """Swift's ``test.conf`` for this proxy and these users; comments say what is skipped."""
-    # S3 users: two owners of AUTH_test and an unprivileged one, as test/sample.conf has them.
-    s3_users = ["test:tester", "test:tester2", "test:tester3"]
+def test_conf(url: str, keys: dict[str, str], accounts: Accounts) -> str:
+    """Swift's ``test.conf`` for the proxy at ``url`` and these accounts; comments say what
+    is skipped."""
+    first, second = accounts.first, accounts.second
+    # S3 users: two owners of the first account and an unprivileged one, as
+    # test/sample.conf has them.
+    s3_users = [f"{first}:tester", f"{first}:tester2", f"{first}:tester3"]
     func_s3 = "\n".join(f"s3_access_key{n} = {user}\ns3_secret_key{n} = {keys[user]}"
                         for n, user in zip(["", "2", "3"], s3_users, strict=True))
     s3api = "\n".join(f"access_key{n} = {user}\nsecret_key{n} = {keys[user]}"
@@ -250,36 +313,44 @@ def test_conf(proxy: Proxy, keys: dict[str, str]) -> str:
     return f"""\
 # Generated by tests/integration/conformance/swift_suite.py for one run.
 # Skipped on purpose, and why:
-# - account4/username4 (Keystone v3 domains) and account6/username6: the
-#   all-in-one authenticates with tempauth (iostack aio start --auth keystone
-#   is a separate configuration).
+# - account4/username4 (Keystone v3 domains: "AUTH VERSION 3 SPECIFIC TEST",
+#   test_access_control.py): the proxy authenticates with tempauth (iostack aio
+#   start --auth keystone is a separate configuration).
 # - account5/username5 and service_prefix (service tokens): tempauth has one
 #   reseller prefix, AUTH_.
 # - s3_acl_tests_enabled = False: the proxy's s3api runs without s3_acl, as
 #   Swift's own default.
-# - storage_domain is empty: the proxy has no domain_remap.
-# Skipped by the suites themselves, for what the all-in-one is: testPUTError
-# (the proxy allows account management), staticweb (not in the pipeline),
-# S3 server-side encryption headers (Swift's keymaster is not in the
-# pipeline), request timeouts (need the suite's in-process servers).
+# Skipped by the suites themselves, for what the all-in-one is:
+# - "Cross policy test requires multiple policies", "Multiple policies not
+#   enabled": the all-in-one has one storage policy.
+# - "allow_open_expired is enabled": the proxies enable X-Open-Expired, so the
+#   tests of reading expired objects run, not the one of it being refused.
+# - testPUTError: the proxy allows account management.
+# - "x-amz-server-side-encryption is not supported": Swift's keymaster is not
+#   in the pipeline (IOStack's ENCRYPTION policy is the at-rest encryption).
+# - "in-process functests required": request timeouts need the suite's
+#   in-process servers. "Absolute URL test requires https": plain HTTP.
 [func_test]
-auth_uri = {proxy.url}/auth/v1.0
-s3_storage_url = {proxy.url}/
+auth_uri = {url}/auth/v1.0
+s3_storage_url = {url}/
 s3_region = us-east-1
-account = test
+account = {first}
 username = tester
-password = {keys['test:tester']}
+password = {keys[f'{first}:tester']}
 {func_s3}
-account2 = test2
+account2 = {second}
 username2 = tester2
-password2 = {keys['test2:tester2']}
+password2 = {keys[f'{second}:tester2']}
 username3 = tester3
-password3 = {keys['test:tester3']}
+password3 = {keys[f'{first}:tester3']}
+account6 = {accounts.reseller}
+username6 = admin
+password6 = {keys[f'{accounts.reseller}:admin']}
 collate = C
-storage_domain =
+storage_domain = {STORAGE_DOMAIN}
 
 [s3api_test]
-endpoint = {proxy.url}
+endpoint = {url}
 region = us-east-1
 {s3api}
 s3_acl_tests_enabled = False
@@ -312,18 +383,53 @@ def device_filesystem(devices: Path) -> str:
                           capture_output=True, text=True, check=True).stdout.strip()
 
 
+class SuiteProcess:
+    """One pytest run of the suite, started; ``wait`` gives its outcomes."""
+
+    def __init__(self, name: str, suite: Path, workdir: Path, conf: Path,
+                 tests: list[str]) -> None:
+        self.name = name
+        self.suite = suite
+        self.report = workdir / f"{name}.xml"
+        env = {**os.environ, "SWIFT_TEST_CONFIG_FILE": str(conf), "PYTHONDONTWRITEBYTECODE": "1",
+               "PYTHONPATH": str(suite / "deps")}
+        self.started = time.monotonic()
+        with open(workdir / f"{name}.log", "wb") as log:
+            self.proc = subprocess.Popen(  # noqa: S603 - pytest on the fetched suite
+                [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-o", "addopts=",
+                 "-q", "--rootdir", str(suite), f"--junitxml={self.report}", *tests],
+                cwd=suite, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+    def wait(self) -> Outcomes:
+        self.proc.wait()
+        outcomes = read_junit(self.report, self.name, self.suite)
+        outcomes.seconds = time.monotonic() - self.started
+        print(f"{self.name}: {outcomes.count('passed')} passed, {outcomes.count('failed')} "
+              f"failed, {outcomes.count('skipped')} skipped in {outcomes.seconds:.0f} s",
+              flush=True)
+        return outcomes
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
 class Run:
-    """One stack, its two proxies, and the suite run against either in a configuration."""
+    """One stack, its two proxies, and suite runs against either, each on its own accounts."""
 
     def __init__(self, info: dict[str, Any], suite: Path, workdir: Path,
-                 selection: list[str]) -> None:
+                 configs: list[str]) -> None:
         self.info = info
         self.suite = suite
         self.workdir = workdir
-        self.selection = selection
-        self.keys = {f"{a}:{u}": secrets.token_urlsafe(18) for a, u, _ in USERS}
-        self.plain = Proxy(info, workdir, "plain", self.keys, plain=True)
-        self.iostack = Proxy(info, workdir, "iostack", self.keys, plain=False)
+        users = [u for c in [*configs, PLAIN] for u in Accounts.of(c).users()]
+        self.keys = {f"{a}:{u}": secrets.token_urlsafe(18) for a, u, _ in users}
+        self.plain = Proxy(info, workdir, "plain", self.keys, users, plain=True)
+        # A worker per configuration: the runs go on at once, and one worker's requests
+        # queue behind each other on a loaded machine until the backend timeouts fire.
+        self.iostack = Proxy(info, workdir, "iostack", self.keys, users, plain=False,
+                             workers=len(configs))
         self.admin = ControllerClient(info["controller_url"], info["admin_token"])
         with swift_dir(info["swift_dir"]):
             self.ring = Ring(info["swift_dir"], ring_name="object")
@@ -334,46 +440,34 @@ class Run:
             print(f"devices on {devices_fs}, not xfs: deselected {' '.join(self.deselected)}",
                   flush=True)
 
-    def suite_run(self, proxy: Proxy, name: str) -> Outcomes:
+    def start_suite(self, proxy: Proxy, name: str, accounts: Accounts,
+                    selection: list[str]) -> SuiteProcess:
         conf = self.workdir / f"{name}-test.conf"
-        write_private_text(conf, test_conf(proxy, self.keys))
-        report = self.workdir / f"{name}.xml"
-        env = {**os.environ, "SWIFT_TEST_CONFIG_FILE": str(conf), "PYTHONDONTWRITEBYTECODE": "1",
-               "PYTHONPATH": str(self.suite / "deps")}
-        started = time.monotonic()
-        with open(self.workdir / f"{name}.log", "wb") as log:
-            subprocess.run(  # noqa: S603 - pytest on the fetched suite
-                [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-o", "addopts=",
-                 "-q", "--rootdir", str(self.suite), f"--junitxml={report}", *self.selection,
-                 *(f"--deselect={test}" for test in self.deselected)],
-                cwd=self.suite, env=env, stdout=log, stderr=subprocess.STDOUT, check=False)
-        outcomes = read_junit(report, name)
-        outcomes.seconds = time.monotonic() - started
-        print(f"{name}: {outcomes.count('passed')} passed, {outcomes.count('failed')} failed, "
-              f"{outcomes.count('skipped')} skipped in {outcomes.seconds:.0f} s", flush=True)
-        return outcomes
+        write_private_text(conf, test_conf(proxy.url, self.keys, accounts))
+        return SuiteProcess(name, self.suite, self.workdir, conf,
+                            [*selection, *(f"--deselect={t}" for t in self.deselected)])
 
     @contextmanager
-    def policy(self, filter_name: str | None) -> Iterator[None]:
-        """``SET <filter>`` on both test tenants for the block, checked on a stored object."""
+    def policy(self, filter_name: str | None, accounts: Accounts) -> Iterator[None]:
+        """``SET <filter>`` on both accounts for the block, checked on a stored object."""
         if filter_name is None:
             yield
             return
+        tenants = (accounts.first, accounts.second)
         added = self.admin.add_policies(
-            "\n".join(f"FOR TENANT {t} DO SET {filter_name}" for t in TENANTS))
+            "\n".join(f"FOR TENANT {t} DO SET {filter_name}" for t in tenants))
         try:
-            for tenant in TENANTS:
-                self._check_enforced(tenant, filter_name.lower())
+            for tenant in tenants:
+                self._check_enforced(accounts.admin(tenant), filter_name.lower())
             yield
         finally:
             for record in added["policies"]:
                 self.admin.delete_policy(record["id"])
 
-    def _check_enforced(self, account: str, filter_name: str) -> None:
-        user = "tester" if account == "test" else "tester2"
-        conn = swiftclient.Connection(authurl=f"{self.iostack.url}/auth/v1.0",
-                                      user=f"{account}:{user}",
-                                      key=self.keys[f"{account}:{user}"], retries=0)
+    def _check_enforced(self, user: str, filter_name: str) -> None:
+        account = user.split(":")[0]
+        conn = swiftclient.Connection(authurl=f"{self.iostack.url}/auth/v1.0", user=user,
+                                      key=self.keys[user], retries=0)
         container, obj = f"probe-{uuid.uuid4().hex[:8]}", "probe"
         conn.put_container(container)
 
@@ -404,7 +498,7 @@ def report(baseline: Outcomes, runs: list[Outcomes]) -> set[str]:
     print(f"{'configuration':<24}{'passed':>8}{'failed':>8}{'skipped':>9}"
           f"{'also on plain':>15}{'IOStack-caused':>16}{'seconds':>9}")
     caused: set[str] = set()
-    for outcomes in [baseline, *runs]:
+    for outcomes in [*runs, baseline]:
         own = caused_by_iostack(outcomes, baseline) if outcomes is not baseline else set()
         caused |= {f"[{outcomes.name}] {t}: {outcomes.results[t][1]}" for t in own}
         also = len(outcomes.failed() & baseline.failed())
@@ -417,24 +511,42 @@ def report(baseline: Outcomes, runs: list[Outcomes]) -> set[str]:
     return caused
 
 
-def run(configs: list[str], selection: list[str], workdir: Path = BUILD / "run"
-        ) -> tuple[Outcomes, list[Outcomes]]:
-    """Plain Swift's and each configuration's outcomes; logs and reports stay in ``workdir``."""
+def run(configs: list[str], selection: list[str], workdir: Path = BUILD / "run",
+        baseline: str = "failed") -> tuple[Outcomes, list[Outcomes]]:
+    """Plain Swift's and each configuration's outcomes; logs and reports stay in ``workdir``.
+
+    The configurations run at once, each on its own accounts. Plain Swift runs
+    ``selection`` too with ``baseline="all"``; with ``"failed"``, only the tests that
+    failed through IOStack (none: its outcomes are empty).
+    """
     suite = fetch_suite()
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
     with ExitStack() as stack:
         info = stack.enter_context(started_stack(workdir / "aio", *device_args()))
-        conformance = Run(info, suite, workdir, selection)
+        conformance = Run(info, suite, workdir, configs)
         for proxy in (conformance.plain, conformance.iostack):
             stack.callback(proxy.stop)
             proxy.start()
-        runs = []
+        processes = []
         for name in configs:
-            with conformance.policy(CONFIGS[name]):
-                runs.append(conformance.suite_run(conformance.iostack, f"IOStack, {name}"))
-        baseline = conformance.suite_run(conformance.plain, "plain Swift")
-    return baseline, runs
+            accounts = Accounts.of(name)
+            stack.enter_context(conformance.policy(CONFIGS[name], accounts))
+            process = conformance.start_suite(conformance.iostack, f"IOStack, {name}",
+                                              accounts, selection)
+            stack.callback(process.kill)  # stopped by a signal: no suite outlives the run
+            processes.append(process)
+        plain = conformance.start_suite(conformance.plain, "plain Swift", Accounts.of(PLAIN),
+                                        selection) if baseline == "all" else None
+        runs = [process.wait() for process in processes]
+        if plain is None:
+            failed = sorted(set().union(*(outcomes.failed() for outcomes in runs)))
+            if not failed:
+                return Outcomes("plain Swift (not run)"), runs
+            plain = conformance.start_suite(conformance.plain, "plain Swift", Accounts.of(PLAIN),
+                                            failed)
+        stack.callback(plain.kill)
+        return plain.wait(), runs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -448,6 +560,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="keep the work dir (configs, logs, reports) after a clean run")
     parser.add_argument("--workdir", type=Path, default=BUILD / "run",
                         help="the run's stack, configs, logs and reports (default: %(default)s)")
+    parser.add_argument("--baseline", choices=("failed", "all"), default="failed",
+                        help="run against plain Swift the tests that failed through IOStack "
+                             "(default), or all of them, beside the IOStack runs")
     parser.add_argument("tests", nargs="*", help="test ids under the suite (default: all)")
     args = parser.parse_args(argv)
     # Stopped by a signal, the run still stops its proxies and stack (SystemExit unwinds
@@ -459,7 +574,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     selection = args.tests or (QUICK_SELECTION if args.quick else SUITES)
     workdir = args.workdir.resolve()
-    caused = report(*run(args.configs.split(","), selection, workdir))
+    caused = report(*run(args.configs.split(","), selection, workdir, args.baseline))
     if not args.keep and not caused:
         shutil.rmtree(workdir, ignore_errors=True)
     return 1 if caused else 0
