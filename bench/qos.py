@@ -178,29 +178,37 @@ def worker_run(info: dict, streams: int, seconds: float) -> dict[str, float]:
             "newcomer_first": newcomer.rate(half, half + 1.0), "n": len(everyone)}
 
 
+def start_stack(object_mb: float, *options: str) -> tuple[Path, dict] | None:
+    """A private stack (``aio start`` with ``options``) holding t1's object ``bench-qos/o``
+    of ``object_mb`` MiB, t1's token in its info; None when it did not start (said why)."""
+    state_dir = Path(tempfile.mkdtemp(prefix="iostack-bench-qos-"))
+    started = aio_command("start", state_dir, "--json", *options,
+                          "--namespace", f"bench-qos-{uuid.uuid4().hex[:6]}", *free_port_args())
+    if started.returncode != 0:
+        print(started.stderr, file=sys.stderr)
+        aio_command("stop", state_dir, "--purge")
+        return None
+    info = json.loads(started.stdout)
+    creds = info["tenants"]["t1"]
+    conn = swiftclient.Connection(authurl=info["auth_url"], user=creds["user"],
+                                  key=creds["key"], retries=0)
+    conn.put_container("bench-qos")
+    conn.put_object("bench-qos", "o", b"x" * int(object_mb * (1 << 20)))
+    creds["token"] = conn.get_auth()[1]
+    return state_dir, info
+
+
 def workers_bench(args: argparse.Namespace) -> int:
     counts = [int(w) for w in args.workers.split(",")]
     cap = args.cap * MB
     rows = []
     for count in counts:
-        state_dir = Path(tempfile.mkdtemp(prefix="iostack-bench-qos-"))
-        started = aio_command("start", state_dir, "--json", "--proxies", "2",
-                              "--proxy-workers", str(count),
-                              "--namespace", f"bench-qos-{uuid.uuid4().hex[:6]}",
-                              *free_port_args())
-        if started.returncode != 0:
-            print(started.stderr, file=sys.stderr)
-            aio_command("stop", state_dir, "--purge")
+        started = start_stack(args.object_mb, "--proxies", "2", "--proxy-workers", str(count))
+        if started is None:
             return 1
+        state_dir, info = started
         try:
-            info = json.loads(started.stdout)
             controller = ControllerClient(info["controller_url"], info["admin_token"])
-            creds = info["tenants"]["t1"]
-            conn = swiftclient.Connection(authurl=info["auth_url"], user=creds["user"],
-                                          key=creds["key"], retries=0)
-            conn.put_container("bench-qos")
-            conn.put_object("bench-qos", "o", b"x" * int(args.object_mb * (1 << 20)))
-            creds["token"] = conn.get_auth()[1]
             baseline, runs = [], []
             for _ in range(args.repeat):  # unshaped and shaped runs alternate: same noise
                 baseline.append(worker_run(info, args.streams, args.seconds)["total"])
@@ -292,23 +300,13 @@ def failover_run(info: dict, args: argparse.Namespace, urls: list[str]) -> dict[
 
 def failover_bench(args: argparse.Namespace) -> int:
     cap = args.cap * MB
-    state_dir = Path(tempfile.mkdtemp(prefix="iostack-bench-qos-"))
     load = [os.getloadavg()[0]]
-    started = aio_command("start", state_dir, "--json", "--nodes", "3", "--proxy-workers", "2",
-                          "--namespace", f"bench-qos-{uuid.uuid4().hex[:6]}",
-                          *free_port_args())
-    if started.returncode != 0:
-        print(started.stderr, file=sys.stderr)
-        aio_command("stop", state_dir, "--purge")
+    started = start_stack(args.object_mb, "--nodes", "3", "--proxy-workers", "2")
+    if started is None:
         return 1
+    state_dir, info = started
     try:
-        info = json.loads(started.stdout)
         creds = info["tenants"]["t1"]
-        conn = swiftclient.Connection(authurl=f"{info['proxy_urls'][0]}/auth/v1.0",
-                                      user=creds["user"], key=creds["key"], retries=0)
-        conn.put_container("bench-qos")
-        conn.put_object("bench-qos", "o", b"x" * int(args.object_mb * (1 << 20)))
-        creds["token"] = conn.get_auth()[1]
         urls = [f"{proxy}/v1/{creds['account']}/bench-qos/o" for proxy in info["proxy_urls"]]
         runs = []
         for _ in range(args.repeat):
