@@ -36,6 +36,25 @@ newcomer). Printed per worker count, medians of ``--repeat`` runs:
 Targets: error <= 5 %; Jain >= 0.95; both first-second figures near 1.
 
     .venv/bin/python bench/qos.py --workers 1,2,4 [--cap 40] [--streams 2] [--repeat 3]
+
+With ``--failover`` it measures how a cap holds while the policy store fails
+over: a three-node cluster (``--nodes 3``: two proxies of two workers, a
+Redis master with two replicas under three Sentinels), t1 capped at
+``--cap`` MB/s (5 by default), ``--streams`` clients per proxy reading an
+``--object-mb`` object, each GET on a new connection. Per repeat: the same
+clients unshaped (the baseline: can the stack move more than the cap?),
+then capped for ``--seconds``, the master killed (SIGKILL), and on until
+``--seconds`` after every proxy leases from the promoted master again; then
+``aio start`` brings the old master back as a replica for the next repeat.
+Printed per repeat and as medians: the seconds until a policy change
+succeeds again and until both proxies share the bucket again (meanwhile
+each worker paces at the part the global controller assigned it), and per
+phase (before the kill, the outage until shared again, after) the bytes
+per second over all clients as a ratio of the cap: median and worst second.
+Failed GETs are counted. Target: no second over the cap by more than the
+design allows (``tests/integration/cluster/test_cluster_qos_failover.py``).
+
+    .venv/bin/python bench/qos.py --failover [--cap 5] [--streams 3] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -44,6 +63,7 @@ import argparse
 import http.client
 import json
 import math
+import os
 import shutil
 import statistics
 import sys
@@ -52,18 +72,27 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import requests
 import swiftclient
 from common import print_table
 
-from iostack.aio.session import aio_command, free_port_args
+from iostack.aio.services import wait_until
+from iostack.aio.session import (
+    aio_command,
+    free_port_args,
+    proxies_leasing,
+    redis_set_of,
+    seconds_until_accepted,
+)
 from iostack.controller.client import ControllerClient
 from iostack.controller.qos import allocate
 
 MB = 1e6
 TENANTS = ("t1", "t2", "t3")
+CHUNK = 65536  # --failover reads: a proxy's chunk, so a second's count is not rounded coarser
 
 
 def jain(rates: list[float]) -> float:
@@ -98,13 +127,16 @@ def run_load(info: dict, seconds: float, measure: float, clients: int) -> dict[s
 class Stream(threading.Thread):
     """One client reading an object over and over, a new connection per GET."""
 
-    def __init__(self, url: str, token: str, start: float, until: float) -> None:
+    def __init__(self, url: str, token: str, start: float, until: float,
+                 chunk: int = 256 * 1024) -> None:
         super().__init__(daemon=True)
+        self.chunk = chunk  # bytes per read: what a per-second count is rounded to
         self.parts = urlsplit(url)
         self.token = token
         self.begin = start
         self.until = until
         self.received: list[tuple[float, int]] = []
+        self.failed = 0  # GETs answered other than 200, or cut
 
     def run(self) -> None:
         time.sleep(max(0.0, self.begin - time.time()))
@@ -113,10 +145,11 @@ class Stream(threading.Thread):
             try:
                 conn.request("GET", self.parts.path, headers={"X-Auth-Token": self.token})
                 resp = conn.getresponse()
-                if resp.status != 200:
-                    raise RuntimeError(f"GET {self.parts.path}: {resp.status} {resp.read()!r}")
-                while chunk := resp.read(256 * 1024):
+                while chunk := resp.read(self.chunk):
                     self.received.append((time.time(), len(chunk)))
+                self.failed += resp.status != 200
+            except OSError:
+                self.failed += 1
             finally:
                 conn.close()
 
@@ -145,29 +178,37 @@ def worker_run(info: dict, streams: int, seconds: float) -> dict[str, float]:
             "newcomer_first": newcomer.rate(half, half + 1.0), "n": len(everyone)}
 
 
+def start_stack(object_mb: float, *options: str) -> tuple[Path, dict] | None:
+    """A private stack (``aio start`` with ``options``) holding t1's object ``bench-qos/o``
+    of ``object_mb`` MiB, t1's token in its info; None when it did not start (said why)."""
+    state_dir = Path(tempfile.mkdtemp(prefix="iostack-bench-qos-"))
+    started = aio_command("start", state_dir, "--json", *options,
+                          "--namespace", f"bench-qos-{uuid.uuid4().hex[:6]}", *free_port_args())
+    if started.returncode != 0:
+        print(started.stderr, file=sys.stderr)
+        aio_command("stop", state_dir, "--purge")
+        return None
+    info = json.loads(started.stdout)
+    creds = info["tenants"]["t1"]
+    conn = swiftclient.Connection(authurl=info["auth_url"], user=creds["user"],
+                                  key=creds["key"], retries=0)
+    conn.put_container("bench-qos")
+    conn.put_object("bench-qos", "o", b"x" * int(object_mb * (1 << 20)))
+    creds["token"] = conn.get_auth()[1]
+    return state_dir, info
+
+
 def workers_bench(args: argparse.Namespace) -> int:
     counts = [int(w) for w in args.workers.split(",")]
     cap = args.cap * MB
     rows = []
     for count in counts:
-        state_dir = Path(tempfile.mkdtemp(prefix="iostack-bench-qos-"))
-        started = aio_command("start", state_dir, "--json", "--proxies", "2",
-                              "--proxy-workers", str(count),
-                              "--namespace", f"bench-qos-{uuid.uuid4().hex[:6]}",
-                              *free_port_args())
-        if started.returncode != 0:
-            print(started.stderr, file=sys.stderr)
-            aio_command("stop", state_dir, "--purge")
+        started = start_stack(args.object_mb, "--proxies", "2", "--proxy-workers", str(count))
+        if started is None:
             return 1
+        state_dir, info = started
         try:
-            info = json.loads(started.stdout)
             controller = ControllerClient(info["controller_url"], info["admin_token"])
-            creds = info["tenants"]["t1"]
-            conn = swiftclient.Connection(authurl=info["auth_url"], user=creds["user"],
-                                          key=creds["key"], retries=0)
-            conn.put_container("bench-qos")
-            conn.put_object("bench-qos", "o", b"x" * int(args.object_mb * (1 << 20)))
-            creds["token"] = conn.get_auth()[1]
             baseline, runs = [], []
             for _ in range(args.repeat):  # unshaped and shaped runs alternate: same noise
                 baseline.append(worker_run(info, args.streams, args.seconds)["total"])
@@ -203,6 +244,102 @@ def workers_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def per_second(streams: list[Stream], start: float, end: float) -> list[float]:
+    """Bytes all ``streams`` received in each whole second between ``start`` and ``end``."""
+    return [sum(c.rate(second, second + 1) for c in streams)
+            for second in range(int(start) + 1, int(end))]
+
+
+def failover_run(info: dict, args: argparse.Namespace, urls: list[str]) -> dict[str, Any]:
+    """One repeat of ``--failover`` (module docstring): its durations and per-second rates."""
+    state_dir = Path(info["state_dir"])
+    controller = ControllerClient(info["controller_url"], info["admin_token"])
+    token = info["tenants"]["t1"]["token"]
+    began = time.time()
+    unshaped = [Stream(url, token, began, began + args.seconds, CHUNK)
+                for url in urls for _ in range(args.streams)]
+    for client in unshaped:
+        client.start()
+    for client in unshaped:
+        client.join()
+    pid = controller.add_policies(
+        f"FOR TENANT t1 DO SET BANDWIDTH WITH get={args.cap:g}MBps")["policies"][0]["id"]
+    account = info["tenants"]["t1"]["account"]
+    wait_until(lambda: controller.qos()["scopes"].get(account, {}).get("get", {})
+               .get("assigned") == args.cap * MB, 30, 0.5)
+    shaped = time.time()
+    clients = [Stream(url, token, shaped, shaped + 600, CHUNK) for url in urls
+               for _ in range(args.streams)]
+    for client in clients:
+        client.start()
+    time.sleep(args.seconds)
+    members = redis_set_of(state_dir)
+    master = members.processes.find(members.member_at(members.current_master()))
+    killed, killed_at = time.monotonic(), time.time()
+    os.killpg(master.pid, 9)
+    writable = seconds_until_accepted(controller, f"FOR CONTAINER AUTH_t3/c{pid} DO SET NOOP",
+                                      killed, 60)
+    proxies = {urlsplit(url).netloc for url in urls}
+    wait_until(lambda: proxies_leasing(info, account, "get", killed_at) == proxies, 60, 0.1)
+    shared_again = time.time()
+    time.sleep(args.seconds)
+    ended = time.time()
+    for client in clients:
+        client.until = ended
+    for client in clients:
+        client.join()
+    controller.delete_policy(pid)
+    aio_command("start", state_dir)  # the old master back, as a replica of the promoted one
+    return {"unshaped": statistics.median(per_second(unshaped, began, began + args.seconds)),
+            "writable": writable, "shared": shared_again - killed_at,
+            "before": per_second(clients, shaped, killed_at),
+            "outage": per_second(clients, killed_at, shared_again),
+            "after": per_second(clients, shared_again, ended),
+            "failed": sum(c.failed for c in [*unshaped, *clients])}
+
+
+def failover_bench(args: argparse.Namespace) -> int:
+    cap = args.cap * MB
+    load = [os.getloadavg()[0]]
+    started = start_stack(args.object_mb, "--nodes", "3", "--proxy-workers", "2")
+    if started is None:
+        return 1
+    state_dir, info = started
+    try:
+        creds = info["tenants"]["t1"]
+        urls = [f"{proxy}/v1/{creds['account']}/bench-qos/o" for proxy in info["proxy_urls"]]
+        runs = []
+        for _ in range(args.repeat):
+            runs.append(failover_run(info, args, urls))
+            load.append(os.getloadavg()[0])
+    finally:
+        aio_command("stop", state_dir, "--purge")
+        shutil.rmtree(state_dir, ignore_errors=True)
+    rows = []
+    for n, run in enumerate(runs, 1):
+        rows.append((n, f"{run['unshaped'] / cap:.1f}", f"{run['writable']:.1f}",
+                     f"{run['shared']:.1f}",
+                     *(f"{statistics.median(run[p]) / cap:.2f} / {max(run[p]) / cap:.2f}"
+                       for p in ("before", "outage", "after")), run["failed"]))
+    rows.append(("median", f"{statistics.median(r['unshaped'] for r in runs) / cap:.1f}",
+                 f"{statistics.median(r['writable'] for r in runs):.1f}",
+                 f"{statistics.median(r['shared'] for r in runs):.1f}",
+                 *(f"{statistics.median(statistics.median(r[p]) for r in runs) / cap:.2f} / "
+                   f"{max(max(r[p]) for r in runs) / cap:.2f}"
+                   for p in ("before", "outage", "after")),
+                 sum(r["failed"] for r in runs)))
+    print(f"A {args.cap:g} MB/s GET cap through a Redis failover: cluster of 3 nodes, 2 proxies "
+          f"x 2 workers, {args.streams} stream(s) per proxy, {args.object_mb:g} MiB GETs on new "
+          f"connections; {args.seconds:g} s before the kill and after; load average "
+          f"{' -> '.join(f'{x:.1f}' for x in load)} on {os.cpu_count()} cores")
+    print_table(("run", "unshaped/cap", "policy writable s", "shared again s",
+                 "before med/worst", "outage med/worst", "after med/worst", "failed GETs"),
+                rows)
+    print("Per phase: bytes/s over all clients per whole second, as a ratio of the cap "
+          "(median / worst second; the median row: median of medians / worst of all).")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--caps", default="5,10,20", help="t1's caps, MB/s")
@@ -213,11 +350,19 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=1, help="per tenant and proxy")
     parser.add_argument("--workers", help="worker counts per proxy, e.g. 1,2,4: the cap-at-any-"
                         "worker-count bench instead")
-    parser.add_argument("--cap", type=float, default=40,
-                        help="--workers: the cap, MB/s (below what the stack moves unshaped)")
-    parser.add_argument("--streams", type=int, default=2, help="--workers: clients per proxy")
-    parser.add_argument("--object-mb", type=float, default=4, help="--workers: object size, MiB")
+    parser.add_argument("--failover", action="store_true",
+                        help="a cap through a failover of the policy store instead")
+    parser.add_argument("--cap", type=float, help="--workers, --failover: the cap, MB/s (below "
+                        "what the stack moves unshaped; default 40, 5 with --failover)")
+    parser.add_argument("--streams", type=int, default=2,
+                        help="--workers, --failover: clients per proxy")
+    parser.add_argument("--object-mb", type=float, default=4,
+                        help="--workers, --failover: object size, MiB")
     args = parser.parse_args()
+    if args.failover:
+        args.cap = args.cap or 5
+        return failover_bench(args)
+    args.cap = args.cap or 40
     if args.workers:
         return workers_bench(args)
     caps = [float(c) for c in args.caps.split(",")]

@@ -9,6 +9,12 @@ and stops it on exit.
 ``state_dir`` (a cluster with ``--nodes 3``) and stops and removes it on
 exit, also when the caller fails.
 
+``redis_set_of(state_dir)`` is a cluster's policy store (its Redis
+servers and Sentinels), ``seconds_until_accepted`` times how long the
+controller refuses policy changes after a fault of it, and
+``proxies_leasing`` says which proxies share a QoS bucket through it again:
+the fault test and the QoS failover test and benchmark kill its master so.
+
 ``SharedServices`` is one private Redis and one private RabbitMQ that
 several stacks use (the test suite's: starting a broker takes seconds, a
 vhost a fraction of one). Each stack gets its own vhost and keeps its Redis
@@ -22,15 +28,22 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import redis
+
 from iostack.aio.processes import ProcessManager
+from iostack.aio.redis_set import RedisSet
 from iostack.aio.services import Services, free_port
+from iostack.controller.client import ControllerClient, ControllerError
 from iostack.endpoints import AioNotRunning, load_aio_info
+from iostack.policy.connection import connect
+from iostack.swift_middleware.shared_bucket import LESSEE_TTL, RedisLeases
 
 PORT_SETTINGS = ("proxy", "proxy2", "account", "container", "object", "controller", "block",
                  "iscsi", "keystone")
@@ -164,3 +177,41 @@ def started_stack(state_dir: Path, *args: str) -> Iterator[dict[str, Any]]:
     finally:
         if aio_command("stop", state_dir, "--purge").returncode == 0:
             shutil.rmtree(state_dir, ignore_errors=True)
+
+
+def redis_set_of(state_dir: Path) -> RedisSet:
+    """A cluster's Redis servers and Sentinels, on the ports ``aio start`` recorded."""
+    services = Services(state_dir, ProcessManager(state_dir), 30)
+    services.redis_sentinel = True
+    return services.redis_set()
+
+
+def seconds_until_accepted(admin: ControllerClient, policy: str, since: float,
+                           timeout: float) -> float | None:
+    """Seconds from ``since`` (``time.monotonic``) until the controller accepts ``policy``,
+    tried every 0.2 s while it answers 503 (no writable store); None past ``timeout``.
+    Any other refusal is raised: only the store's absence may delay a change."""
+    while time.monotonic() - since < timeout:
+        try:
+            admin.add_policies(policy)
+            return time.monotonic() - since
+        except ControllerError as exc:
+            if exc.status != 503:
+                raise
+            time.sleep(0.2)
+    return None
+
+
+def proxies_leasing(info: dict[str, Any], scope: str, direction: str, since: float) -> set[str]:
+    """The proxies (``host:port``) whose workers leased the scope's shared QoS bucket on the
+    store's master after ``since`` (wall clock); none while no master answers. A lessee's
+    entry expires ``LESSEE_TTL`` after its last lease (Redis time)."""
+    client = connect(info["redis_url"])
+    try:
+        found = RedisLeases(client, info["key_prefix"]).lessees(scope, direction)
+    except redis.RedisError:
+        return set()
+    finally:
+        client.close()
+    return {lessee.removeprefix("proxy-").rsplit("-", 1)[0]  # proxy-<ip>:<port>-<pid>
+            for lessee, (_streams, expiry) in found.items() if expiry > since + LESSEE_TTL}

@@ -74,7 +74,11 @@ from iostack.policy.redis_keys import KeySpace
 LOG = logging.getLogger(__name__)
 LESSEE_TTL = 2.0  # s a lessee's stream count lasts without a new lease
 KEY_TTL_MS = 60_000  # an unused bucket (and its lessees) vanishes after this
-RETRY = 5.0  # s without trying Redis again after a failed lease
+# s without trying Redis again after a failed lease. A failover takes about 4.5 s
+# (Sentinel's 3 s down-after and an election), and the parts a worker paces at
+# meanwhile serve its streams worse than the bucket: try again soon. A refused
+# connection costs nothing; a hung store costs a lease's timeouts in a green thread.
+RETRY = 1.0
 HORIZON = (0.02, 0.25)  # bounds of a lease, in seconds of the scope's rate
 GRACE = 0.005  # s an idle worker waits for a new stream before giving back what it holds
 MAX_WAIT = 1.0  # s a waiting stream sleeps at most before looking again
@@ -138,6 +142,7 @@ class RedisLeases:
     """The buckets in Redis (``LEASE_LUA``, EVALSHA with redis-py's reload on NOSCRIPT)."""
 
     def __init__(self, client: redis.Redis, prefix: str) -> None:
+        self.client = client
         self.keys = KeySpace(prefix)
         self.script = client.register_script(LEASE_LUA)
 
@@ -149,13 +154,31 @@ class RedisLeases:
             repr(min(maximum, 1e18)), repr(give_back), repr(LESSEE_TTL), KEY_TTL_MS])
         return float(amount), float(covered), int(float(streams))
 
+    def lessees(self, scope: str, direction: str) -> dict[str, tuple[int, float]]:
+        """Each lessee of the bucket: (its streams, when that count expires, Redis time).
+        One whose count expires more than ``LESSEE_TTL`` after a moment leased after it."""
+        found = {}
+        for name, value in self.client.hgetall(self.keys.qos_bucket(direction, scope)).items():
+            name, value = _text(name), _text(value)
+            if name.startswith("lessee:"):
+                streams, expiry = value.split()
+                found[name.removeprefix("lessee:")] = (int(streams), float(expiry))
+        return found
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
 
 class TokenBucket:
     """``rate`` units per second, holding at most ``burst`` seconds' worth.
 
     ``reserve(n)`` takes ``n`` units at once, going into debt if need be, and
     says how long the caller must wait before using them: concurrent users of
-    one bucket queue behind each other, in order.
+    one bucket queue behind each other, in order. ``ticket(n)`` takes them the
+    same way and ``wait(ticket)`` says how long is left at the rate of the
+    moment: a reservation queued at a low rate is covered sooner once the rate
+    rises (a waiter that sleeps in slices and asks again follows it).
     """
 
     def __init__(self, rate: float, burst: float, clock: Callable[[], float] = time.monotonic):
@@ -164,6 +187,7 @@ class TokenBucket:
         self.rate = rate
         self.tokens = self.capacity
         self.stamp = clock()
+        self.filled = 0.0  # units added by refills, ever: what tickets are counted in
 
     @property
     def capacity(self) -> float:
@@ -171,7 +195,9 @@ class TokenBucket:
 
     def _refill(self) -> None:
         now = self.clock()
-        self.tokens = min(self.capacity, self.tokens + (now - self.stamp) * self.rate)
+        added = (now - self.stamp) * self.rate
+        self.filled += added
+        self.tokens = min(self.capacity, self.tokens + added)
         self.stamp = now
 
     def set_rate(self, rate: float) -> None:
@@ -180,9 +206,19 @@ class TokenBucket:
         self.tokens = min(self.tokens, self.capacity)
 
     def reserve(self, amount: float) -> float:
+        return self.wait(self.ticket(amount))
+
+    def ticket(self, amount: float) -> float:
+        """Take ``amount``; the reservation is covered once ``filled`` reaches the ticket.
+        (Refills beyond the capacity only happen with no debt: every ticket is covered.)"""
         self._refill()
         self.tokens -= amount
-        return 0.0 if self.tokens >= 0 else -self.tokens / self.rate
+        return self.filled + max(0.0, -self.tokens)
+
+    def wait(self, ticket: float) -> float:
+        """Seconds until ``ticket`` is covered at the present rate; 0 when it is."""
+        self._refill()
+        return max(0.0, ticket - self.filled) / self.rate
 
     def refund(self, amount: float) -> None:
         self.tokens += amount
@@ -319,9 +355,13 @@ class SharedBucket:
                     self.advance_since = now
                 else:  # nothing leased reaches it yet: wait for the next lease
                     self._wait_for_lease()
-        # Redis failed (now, or while this stream waited): the worker's own share.
-        if (delay := self.own.reserve(amount)) >= MIN_SLEEP:
-            eventlet.sleep(delay)
+        # Redis failed (now, or while this stream waited): the worker's own share. The
+        # wait is slept in slices: a new share (the controller's next assignment) applies
+        # to the streams already queued, which a wait computed at a floor of a few kB/s
+        # would otherwise hold for seconds.
+        ticket = self.own.ticket(amount)
+        while (delay := self.own.wait(ticket)) >= MIN_SLEEP:
+            eventlet.sleep(min(MAX_WAIT, delay))
 
     def _wait_for_lease(self) -> None:
         arrived = self._arrived

@@ -1,9 +1,9 @@
 """A three-node cluster under load loses nothing through node, proxy and service faults.
 
-One module-scoped cluster (``iostack aio start --nodes 3 --proxy-workers 2``,
-its own Redis, RabbitMQ and namespaces) serves tenants t1 and t2, whose
-objects are stored compressed and encrypted, while load threads PUT new
-objects and GET earlier ones through both proxies (a client that cannot
+One module-scoped cluster (``conftest.py``: ``iostack aio start --nodes 3
+--proxy-workers 2``, its own Redis, RabbitMQ and namespaces) serves tenants
+t1 and t2, whose objects are stored compressed and encrypted, while load
+threads PUT new objects and GET earlier ones through both proxies (a client that cannot
 connect to one proxy tries the other, as a load balancer would):
 
 (a) node2's link goes down for a while, then up: every request still
@@ -66,11 +66,10 @@ import swiftclient
 from swift.obj.diskfile import read_metadata
 from swift_confs import pipeline, read_conf, set_pipeline, write_conf
 
-from iostack.aio.netns import ClusterNetwork, namespaces
+from iostack.aio.netns import ClusterNetwork
 from iostack.aio.processes import ProcessManager
-from iostack.aio.redis_set import RedisSet
-from iostack.aio.services import Services, wait_until
-from iostack.aio.session import StackStartError, aio_command, started_stack
+from iostack.aio.services import wait_until
+from iostack.aio.session import aio_command, redis_set_of, seconds_until_accepted
 from iostack.controller.client import ControllerClient, ControllerError
 from iostack.doctor.cli import diagnose, find_configs
 from iostack.monitoring.bus import Consumer, metrics_exchange, wait_connected
@@ -90,24 +89,6 @@ STORE_FAULTS = ("redis master killed", "redis hung", "redis restarted empty", "r
 # Requests a phase must have made to say anything: the node and proxy faults, the store's.
 QUORUM_REQUESTS = 21
 FAULT_REQUESTS = 11
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> Iterator[dict[str, Any]]:
-    state_dir = tmp_path_factory.mktemp("cluster") / "aio"
-    plan_names: list[str] = []
-    try:
-        with started_stack(state_dir, "--nodes", "3", "--proxy-workers",
-                           str(PROXY_WORKERS)) as info:
-            plan_names = info["cluster_network"]["namespaces"] + [
-                info["cluster_network"]["root_interface"]]
-            yield info
-    except StackStartError as exc:
-        pytest.fail(str(exc))
-    # Stopped (a crash of the test included): nothing of the cluster is left on the host.
-    left = set(namespaces()) & set(plan_names)
-    assert not left, f"namespaces left after stop: {left}"
-    assert not any(Path("/sys/class/net", name).exists() for name in plan_names)
 
 
 @dataclass
@@ -338,18 +319,10 @@ def serves(conn: swiftclient.Connection) -> bool:
         return False
 
 
-def store_members(cluster: dict[str, Any]) -> RedisSet:
-    """The cluster's Redis servers and Sentinels, as ``aio start`` recorded them."""
-    services = Services(Path(cluster["state_dir"]), ProcessManager(Path(cluster["state_dir"])),
-                        30)
-    services.redis_sentinel = True
-    return services.redis_set()
-
-
 def store_state(cluster: dict[str, Any]) -> dict[str, Any]:
     """What each Redis server holds and the controller last said of the store (a failure's
     report)."""
-    members = store_members(cluster)
+    members = redis_set_of(Path(cluster["state_dir"]))
     servers = {}
     for name, port in members.ports.items():
         try:
@@ -372,7 +345,7 @@ def restores(cluster: dict[str, Any]) -> int:
 def kill_master(cluster: dict[str, Any], load: Load, admin: ControllerClient) -> float:
     """The master killed for ``MASTER_DOWN`` s; return the seconds until a policy change
     succeeded again (a replica promoted, the controller following it)."""
-    members = store_members(cluster)
+    members = redis_set_of(Path(cluster["state_dir"]))
     processes = members.processes
     master = members.member_at(members.current_master())
     killed = time.monotonic()
@@ -382,14 +355,8 @@ def kill_master(cluster: dict[str, Any], load: Load, admin: ControllerClient) ->
         admin.add_policies(f"FOR CONTAINER AUTH_t2/{CONTAINER} DO SET NOOP")
     assert refused.value.status == 503 and "policy store (Redis) unavailable" in \
         str(refused.value), refused.value
-    writable = None
-    while writable is None and time.monotonic() - killed < MASTER_DOWN:
-        try:
-            admin.add_policies("FOR CONTAINER AUTH_t3/failover DO SET NOOP")
-            writable = time.monotonic() - killed
-        except ControllerError as exc:
-            assert exc.status == 503, exc
-            time.sleep(0.2)
+    writable = seconds_until_accepted(admin, "FOR CONTAINER AUTH_t3/failover DO SET NOOP",
+                                      killed, MASTER_DOWN)
     assert writable is not None, f"no policy change succeeded within {MASTER_DOWN} s"
     assert members.current_master() != members.ports[master]
     # The change made through the promoted master reaches every worker.
@@ -407,7 +374,7 @@ def kill_master(cluster: dict[str, Any], load: Load, admin: ControllerClient) ->
 def restart_master_empty(cluster: dict[str, Any], load: Load) -> None:
     """The master's data deleted and the master restarted at once, as a supervisor
     would, before the Sentinels call it down: it and its replicas hold nothing."""
-    members = store_members(cluster)
+    members = redis_set_of(Path(cluster["state_dir"]))
     master = members.member_at(members.current_master())
     proc = members.processes.find(master)
     assert proc is not None
@@ -425,7 +392,7 @@ def restart_master_empty(cluster: dict[str, Any], load: Load) -> None:
 def on_master(cluster: dict[str, Any], *command: str) -> Any:
     """``command`` on the master the Sentinels name now, on a connection of its own (a
     pooled one may still point at a demoted master)."""
-    members = store_members(cluster)
+    members = redis_set_of(Path(cluster["state_dir"]))
     client = redis.Redis("127.0.0.1", members.current_master(), password=members.password,
                          socket_timeout=5)
     try:

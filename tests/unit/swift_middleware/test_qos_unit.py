@@ -6,6 +6,7 @@ tests/integration/qos/test_qos.py measures the same shaping through a real Swift
 from __future__ import annotations
 
 import io
+from typing import Any
 
 import pytest
 from fakeswift import FakeReader, FakeSwift, deny, request, rule, use_reader
@@ -46,6 +47,22 @@ def test_rate_changes_keep_the_debt_and_refunds_return_tokens():
     assert bucket.reserve(0) == pytest.approx(0.01)
     bucket.refund(10)
     assert bucket.reserve(0) == 0
+
+
+def test_a_reservation_queued_at_a_low_rate_is_covered_sooner_when_the_rate_rises():
+    """A worker pacing on its own at a floor of 25 kB/s (a Redis outage) queues three
+    64 KiB chunks: about 8 s at that rate. The next assignment gives it 2 MB/s: the
+    last chunk's wait is what is left of the debt at the new rate, not the 8 s."""
+    clock = Clock()
+    bucket = TokenBucket(25_000, burst=0.05, clock=clock)
+    tickets = [bucket.ticket(65536) for _ in range(3)]
+    assert bucket.wait(tickets[-1]) == pytest.approx((3 * 65536 - 1250) / 25_000)
+    clock.now = 1.0
+    bucket.set_rate(2_000_000)
+    assert bucket.wait(tickets[-1]) == pytest.approx((3 * 65536 - 1250 - 25_000) / 2e6)
+    assert bucket.wait(tickets[0]) == pytest.approx((65536 - 1250 - 25_000) / 2e6)
+    clock.now = 1.1
+    assert bucket.wait(tickets[-1]) == 0
 
 
 def test_scope_is_the_container_only_when_a_container_rule_set_it():
@@ -128,15 +145,16 @@ def test_over_the_ops_limit_past_the_wait_is_429_with_retry_after(middleware, mo
     assert middleware.slept == pytest.approx([0.5], abs=0.05)
 
 
-def test_bodies_are_paced_both_ways_and_untouched(middleware, monkeypatch):
+def test_bodies_are_paced_both_ways_and_untouched(monkeypatch):
+    shaped = Shaped(monkeypatch, app)  # bytes wait until their time comes: a clock is needed
     params = get_filter("bandwidth").validate({"get": 10_000, "put": 1000})
-    monkeypatch.setattr(middleware, "_policy", lambda view: ("AUTH_t1", params))
-    status, out = call(middleware, "PUT", b"p" * 500)
+    monkeypatch.setattr(shaped.mw, "_policy", lambda view: ("AUTH_t1", params))
+    status, out = call(shaped.mw, "PUT", b"p" * 500)
     assert out == b"a" * 1000 + b"p" * 500
-    assert middleware.slept and sum(middleware.slept) == pytest.approx(0.49, abs=0.02)
-    middleware.slept.clear()
-    assert call(middleware, "GET")[1] == b"a" * 1000
-    assert sum(middleware.slept) == pytest.approx(0.099, abs=0.02)
+    assert shaped.slept and sum(shaped.slept) == pytest.approx(0.49, abs=0.02)
+    shaped.slept.clear()
+    assert call(shaped.mw, "GET")[1] == b"a" * 1000
+    assert sum(shaped.slept) == pytest.approx(0.099, abs=0.02)
 
 
 def test_no_policy_no_assignment_passes_through(middleware, monkeypatch):
@@ -148,9 +166,10 @@ def test_no_policy_no_assignment_passes_through(middleware, monkeypatch):
 # -- through the request view, over a fake Swift and a fake reader ------------------
 
 class Shaped:
-    """``iostack_qos`` over a fake Swift, its buckets on a clock that sleeping advances."""
+    """``iostack_qos`` over a fake Swift (or ``swift``), its buckets on a clock that
+    sleeping advances."""
 
-    def __init__(self, monkeypatch) -> None:
+    def __init__(self, monkeypatch, swift: Any = None) -> None:
         self.clock = Clock()
         self.slept: list[float] = []
         self.swift = FakeSwift()
@@ -160,7 +179,7 @@ class Shaped:
             monkeypatch.setattr(module, "TokenBucket", lambda rate, burst, *_: TokenBucket(
                 rate, burst, clock=self.clock))
         monkeypatch.setattr(qos.eventlet, "sleep", self.sleep)
-        self.mw = QosMiddleware(self.swift, {"burst": "0.01", "shared_buckets": "false"})
+        self.mw = QosMiddleware(swift or self.swift, {"burst": "0.01", "shared_buckets": "false"})
 
     def sleep(self, seconds: float) -> None:
         self.slept.append(seconds)

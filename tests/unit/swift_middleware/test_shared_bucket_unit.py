@@ -16,6 +16,7 @@ import eventlet
 import pytest
 import redis
 
+from iostack.swift_middleware import shared_bucket
 from iostack.swift_middleware.shared_bucket import RETRY, RedisLeases, SharedBucket
 
 MB = 1e6
@@ -70,10 +71,19 @@ def test_giving_back_shortens_the_queue_and_leaves_the_lessees(leases):
     assert streams == 1 and covered < 0.15
 
 
+def test_the_lessees_are_listed_with_their_streams_until_they_leave(leases):
+    before = time.time()
+    lease(leases, "w1", streams=3)
+    lease(leases, "w2", streams=1)
+    found = leases.lessees("AUTH_t1", "get")
+    assert sorted(found) == ["w1", "w2"] and found["w1"][0] == 3 and found["w2"][0] == 1
+    assert all(expiry > before + shared_bucket.LESSEE_TTL - 0.5 for _n, expiry in found.values())
+    lease(leases, "w2", streams=0)
+    assert list(leases.lessees("AUTH_t1", "get")) == ["w1"]
+
+
 def test_a_lessee_that_stops_calling_expires_and_the_bucket_key_too(leases, client,
                                                                     monkeypatch):
-    from iostack.swift_middleware import shared_bucket
-
     monkeypatch.setattr(shared_bucket, "LESSEE_TTL", 0.2)
     monkeypatch.setattr(shared_bucket, "KEY_TTL_MS", 500)
     lease(leases, "gone", streams=5)
