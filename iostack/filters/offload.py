@@ -71,7 +71,9 @@ class Offload:
             return
         from eventlet import sleep, spawn, tpool
 
-        running = None  # the batch in a thread: a green thread that waits for it
+        # The batch in a thread: a green thread that waits for it (a finished green
+        # thread is falsy: compare with None)
+        running = None
         try:
             batch: list[Item] = []
             held = 0
@@ -79,18 +81,18 @@ class Offload:
                 batch.append(item)
                 held += weight(item)
                 if held >= self.batch_bytes:
-                    done = running.wait() if running else []
+                    done = running.wait() if running is not None else []
                     running = spawn(tpool.execute, work, batch)
                     sleep(0)  # let it hand the batch to a thread before we go on
                     yield from done
                     batch, held = [], 0
-            if running:
+            if running is not None:
                 done, running = running.wait(), None
                 yield from done
             if batch:  # the short tail: inline, where a hand-off costs more than it frees
                 yield from work(batch)
         finally:
-            if running:
+            if running is not None:
                 # Abandoned mid-stream: the work must end before the filter
                 # lets go of what it uses (a compressor lent to the next request).
                 with suppress(Exception):  # its error has nobody left to reach

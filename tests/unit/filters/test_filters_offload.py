@@ -134,12 +134,18 @@ PIPELINED = textwrap.dedent("""
         log.append(("done", batch))
         return [n * 10 for n in batch]
 
+    def slow_items(count):
+        for n in range(count):
+            eventlet.sleep(0.02)  # a slow client: each batch is done before the next is read
+            yield n
+
     offload = Offload(threads=True, batch_bytes=2)
     results = list(offload.map(work, items(7), lambda _: 1))
+    slow = list(offload.map(lambda batch: [n * 10 for n in batch], slow_items(7), lambda _: 1))
     stream = offload.map(work, items(100), lambda _: 1)
     first = next(stream)  # batch 0's results: batch 1 (items 2, 3) is in its thread now
     stream.close()
-    print(json.dumps({"results": results, "first": first, "log": log}))
+    print(json.dumps({"results": results, "slow": slow, "first": first, "log": log}))
 """)
 
 
@@ -148,6 +154,7 @@ def test_on_a_hub_the_next_batch_is_read_while_one_runs_and_an_abandoned_one_end
                           timeout=120, check=True)
     out = json.loads(done.stdout)
     assert out["results"] == [0, 10, 20, 30, 40, 50, 60]  # in order; the tail inline
+    assert out["slow"] == [0, 10, 20, 30, 40, 50, 60]  # batches that ended early are kept
     assert out["first"] == 0
     log = [tuple(entry) if entry[0] != "done" else ("done", tuple(entry[1]))
            for entry in out["log"]]
