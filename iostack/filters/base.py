@@ -285,19 +285,33 @@ def reframe(chunks: Iterable[bytes], size: int) -> Iterator[bytes]:
 
 
 def split_exact(chunks: Iterable[bytes], sizes: Iterable[int]) -> Iterator[bytes]:
-    """Cut a stream into pieces of the given sizes; the stream must hold exactly that much."""
+    """Cut a stream into pieces of the given sizes; the stream must hold exactly that much.
+
+    Each byte is copied once at most (views of the chunks are joined), and a
+    piece that is a whole chunk not at all: on the GET path every stored byte
+    passes here, and growing and slicing one buffer copied it three times.
+    """
     it = iter(chunks)
-    buf = bytearray()
+    rest = memoryview(b"")  # the part of the current chunk not yet cut
     for size in sizes:
-        while len(buf) < size:
+        parts: list[memoryview] = []
+        held = 0
+        while held + len(rest) < size:
+            if rest:
+                parts.append(rest)
+                held += len(rest)
             chunk = next(it, None)
             if chunk is None:
-                missing = size - len(buf)
-                raise IntegrityError(f"stored data ended early: {missing} bytes missing")
-            buf += chunk
-        yield bytes(buf[:size])
-        del buf[:size]
-    if buf or next(it, b""):
+                raise IntegrityError(f"stored data ended early: {size - held} bytes missing")
+            # Views must not see a buffer change under them: keep immutable bytes only.
+            rest = memoryview(chunk if isinstance(chunk, bytes) else bytes(chunk))
+        piece, rest = rest[: size - held], rest[size - held :]
+        if not parts and len(piece) == len(piece.obj):
+            yield piece.obj  # type: ignore[misc]  # a whole chunk: bytes, checked above
+        else:
+            parts.append(piece)
+            yield b"".join(parts)
+    if rest or next(it, b""):
         raise IntegrityError("stored data is longer than its index says")
 
 

@@ -3,7 +3,7 @@
 Config
     proxy: ``key_file`` (see ``iostack.filters.tenant_keys``); the middleware builds a
     ``KeyFileProvider`` once and passes it in ``FilterContext.keys``.
-    policy: ``frame_size`` plaintext bytes per frame (default 64 KiB).
+    policy: ``frame_size`` plaintext bytes per frame (default 256 KiB).
 
 Keys: tenant key = HKDF(root secret, account); object key = HKDF(tenant key,
 salt = 16 random bytes chosen at PUT and kept in sysmeta). Every object has
@@ -57,7 +57,7 @@ METADATA = FilterMetadata(
         "and reordering are detected on GET."
     ),
     params=(
-        Param("frame_size", "size", default=64 * KIB, minimum=4 * KIB, maximum=4 * MIB,
+        Param("frame_size", "size", default=256 * KIB, minimum=4 * KIB, maximum=4 * MIB,
               unit="bytes", description="plaintext bytes per authenticated frame"),
     ),
     methods=frozenset({"PUT"}),

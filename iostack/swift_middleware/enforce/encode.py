@@ -107,7 +107,7 @@ class EncodingInput:
         for _applied, encoder in encoders:
             stream = encoder.encode(stream)
         self._stream = stream
-        self._pending = b""
+        self._pending = memoryview(b"")  # the part of the last encoded chunk not yet read
         self.done = False
 
     def _client_chunks(self) -> Iterator[bytes]:
@@ -146,26 +146,31 @@ class EncodingInput:
                         content_type="text/plain") from exc
 
     def read(self, size: int = -1) -> bytes:
+        """Up to ``size`` encoded bytes (all with ``size < 0``); b"" at the end.
+
+        Each byte is copied once at most: the proxy reads 64 KiB at a time, and
+        slicing and growing bytes copied a frame's bytes two or three times.
+        """
         if size >= 0 and not self._pending and not self.done:
             # The common case: hand over the encoder's chunk without copying it.
             chunk = self._next()
-            if size < len(chunk):
-                self._pending = chunk[size:]
-                return chunk[:size]
-            if not chunk:
-                self.done = True
-            return chunk
-        while not self.done and (size < 0 or len(self._pending) < size):
+            if len(chunk) <= size:
+                self.done = not chunk
+                return chunk
+            self._pending = memoryview(chunk)
+        parts: list[memoryview] = []
+        held = 0
+        while not self.done and (size < 0 or held + len(self._pending) < size):
+            if self._pending:
+                parts.append(self._pending)
+                held += len(self._pending)
             chunk = self._next()
-            if not chunk:
-                self.done = True
-                break
-            self._pending += chunk
-        if size < 0 or size >= len(self._pending):
-            data, self._pending = self._pending, b""
-        else:
-            data, self._pending = self._pending[:size], self._pending[size:]
-        return data
+            self.done = not chunk
+            self._pending = memoryview(chunk)
+        take = len(self._pending) if size < 0 else size - held
+        parts.append(self._pending[:take])
+        self._pending = self._pending[take:]
+        return b"".join(parts)
 
     def record(self) -> list[AppliedFilter]:
         return applied_record(self.encoders)

@@ -106,3 +106,20 @@ def test_split_exact_refuses_short_and_long_streams():
         list(split_exact([b"abc"], [2, 3]))
     with pytest.raises(IntegrityError, match="longer"):
         list(split_exact([b"abcdef"], [2, 3]))
+
+
+def test_split_exact_cuts_across_chunks_and_passes_whole_chunks_through():
+    whole = b"w" * 5
+    pieces = list(split_exact([b"ab", b"cdefg", b"h", whole, b"ij"], [3, 5, 5, 2]))
+    assert pieces == [b"abc", b"defgh", whole, b"ij"]
+    assert pieces[2] is whole  # not copied
+
+
+def test_split_exact_keeps_bytes_a_producer_overwrites():
+    def reused_buffer():
+        buffer = bytearray(3)
+        for value in (b"abc", b"def", b"ghi"):
+            buffer[:] = value
+            yield buffer
+
+    assert list(split_exact(reused_buffer(), [2, 4, 3])) == [b"ab", b"cdef", b"ghi"]

@@ -77,7 +77,8 @@ def test_compression_before_encryption_actually_shrinks_the_stored_object(contex
 
 
 def test_chain_encoders_stream_without_prebuilding(context):
-    stages = [(get_filter("compression"), {}), (get_filter("encryption"), {})]
+    # Small encryption frames: a default (256 KiB) one holds ~16 compressed frames.
+    stages = [(get_filter("compression"), {}), (get_filter("encryption"), {"frame_size": 64 * KIB})]
     pulled = []
 
     def body():

@@ -161,3 +161,45 @@ def test_missing_key_provider_is_a_config_error():
 def test_bad_parameters(context, params, message):
     with pytest.raises(ParamError, match=message):
         SPEC.encoder(params, context)
+
+
+def _sealed_as_documented(context, data: bytes, frame_size: int, salt: bytes) -> bytes:
+    """The stored layout of the module docstring, built without the filter's code."""
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    from iostack.filters.tenant_keys import hkdf
+
+    tenant_key = context.keys.tenant_key(context.account)
+    aead = AESGCM(hkdf(tenant_key, b"iostack/encryption/v1/object", salt=salt))
+    aad = b"IOSENC01" + frame_size.to_bytes(4, "big")
+    frames = [data[i:i + frame_size] for i in range(0, len(data), frame_size)] or [b""]
+    return b"".join(
+        aead.encrypt(n.to_bytes(8, "big") + (n == len(frames) - 1).to_bytes(4, "big"), frame, aad)
+        for n, frame in enumerate(frames))
+
+
+@pytest.mark.parametrize("frame_size", [64 * KIB, 256 * KIB])
+def test_objects_stored_with_either_default_frame_size_decode(context, frame_size):
+    # 64 KiB was the default before 256 KiB: those objects must stay readable,
+    # whole and by range, and still fail closed when tampered with.
+    data = os.urandom(3 * frame_size + 5)
+    salt = os.urandom(encryption.SALT_BYTES)
+    stored = _sealed_as_documented(context, data, frame_size, salt)
+    sysmeta = {"v": "1", "alg": "AES-256-GCM", "frame": str(frame_size), "salt": salt.hex(),
+               "len": str(len(data))}
+    plain = view(context, stored, sysmeta)
+    assert read_all(plain) == data
+    assert read_all(plain, frame_size - 3, 2 * frame_size + 7) == data[frame_size - 3:
+                                                                         2 * frame_size + 7]
+    flipped = bytearray(stored)
+    flipped[frame_size + 100] ^= 1
+    with pytest.raises(IntegrityError, match="frame 1 fails"):
+        read_all(view(context, bytes(flipped), sysmeta))
+
+
+def test_the_default_frame_size_writes_the_documented_layout(context):
+    data = os.urandom(600 * KIB)
+    stored, (sysmeta,) = store_chain([(SPEC, {})], context, data)
+    assert sysmeta["frame"] == str(256 * KIB)
+    salt = bytes.fromhex(sysmeta["salt"])
+    assert stored == _sealed_as_documented(context, data, 256 * KIB, salt)

@@ -102,3 +102,62 @@ def test_an_integrity_error_in_a_batch_reaches_the_reader(context):
     view = view_of(spec, bytes(tampered), sysmeta, threaded)
     with pytest.raises(IntegrityError, match="encrypted frame 1 fails"):
         read_all(view)
+
+
+# Runs in a child, as ON_A_HUB. Batch 0's work waits (in its native thread)
+# until the hub has pulled item 2: it can only see that if the hub goes on
+# reading while a batch is in its thread.
+PIPELINED = textwrap.dedent("""
+    import eventlet
+    eventlet.monkey_patch()
+    import json
+    from eventlet import patcher
+    from iostack.filters.offload import Offload
+
+    threading = patcher.original("threading")
+    time = patcher.original("time")
+    pulled_2 = threading.Event()
+    log = []
+
+    def items(count):
+        for n in range(count):
+            if n == 2:
+                pulled_2.set()
+            eventlet.sleep(0)  # as a socket read would
+            yield n
+
+    def work(batch):
+        if batch[0] == 0:
+            log.append(("next batch read meanwhile", pulled_2.wait(10)))
+        if batch[0] == 2:
+            time.sleep(0.2)  # still running when the reader goes away
+        log.append(("done", batch))
+        return [n * 10 for n in batch]
+
+    def slow_items(count):
+        for n in range(count):
+            eventlet.sleep(0.02)  # a slow client: each batch is done before the next is read
+            yield n
+
+    offload = Offload(threads=True, batch_bytes=2)
+    results = list(offload.map(work, items(7), lambda _: 1))
+    slow = list(offload.map(lambda batch: [n * 10 for n in batch], slow_items(7), lambda _: 1))
+    stream = offload.map(work, items(100), lambda _: 1)
+    first = next(stream)  # batch 0's results: batch 1 (items 2, 3) is in its thread now
+    stream.close()
+    print(json.dumps({"results": results, "slow": slow, "first": first, "log": log}))
+""")
+
+
+def test_on_a_hub_the_next_batch_is_read_while_one_runs_and_an_abandoned_one_ends_first():
+    done = subprocess.run([sys.executable, "-c", PIPELINED], capture_output=True, text=True,
+                          timeout=120, check=True)
+    out = json.loads(done.stdout)
+    assert out["results"] == [0, 10, 20, 30, 40, 50, 60]  # in order; the tail inline
+    assert out["slow"] == [0, 10, 20, 30, 40, 50, 60]  # batches that ended early are kept
+    assert out["first"] == 0
+    log = [tuple(entry) if entry[0] != "done" else ("done", tuple(entry[1]))
+           for entry in out["log"]]
+    assert log[0] == ("next batch read meanwhile", True)
+    # The abandoned stream's batch in a thread ended before close() returned.
+    assert log[-1] == ("done", (2, 3))
