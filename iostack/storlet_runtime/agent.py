@@ -3,7 +3,7 @@
 Runs inside the sandbox (system Python, no Storlets, no eventlet)::
 
     python3 -m iostack.storlet_runtime.agent /mnt/channels/log -- python3 -m \\
-        storlets.agent.daemon_factory ...
+        iostack.storlet_runtime.daemon_factory ...
 
 Storlets' agent logs to syslog at ``/dev/log``. The sandbox gets no host
 ``/dev/log`` (it would hand every tenant's code a socket into the host's

@@ -1,8 +1,8 @@
 """One bubblewrap sandbox per Storlets scope: its command line, start, and tear-down by pid.
 
-The sandbox runs Storlets' agent (``storlets.agent.daemon_factory``, which
-starts one storlet daemon per storlet; the daemon forks one process per
-request) with:
+The sandbox runs Storlets' agent (its daemon factory, through
+``daemon_factory``, which starts one storlet daemon per storlet; the daemon,
+``daemon``, runs each request in a process of its own, forked ahead) with:
 
 - new user, pid, ipc, uts, cgroup and network namespaces: no network at all,
   not even a usable loopback; no nested user namespaces; all capabilities
@@ -75,9 +75,9 @@ SANDBOX_CHANNEL_DIR = "/mnt/channels"
 SANDBOX_TMP = "/tmp"  # noqa: S108 - a private tmpfs, mounted by bwrap for the sandbox alone
 FACTORY_PIPE = SANDBOX_CHANNEL_DIR + "/factory_pipe"
 LOG_SOCKET = SANDBOX_CHANNEL_DIR + "/log"
-FACTORY_MODULE = "storlets.agent.daemon_factory"
+FACTORY_MODULE = "iostack.storlet_runtime.daemon_factory"
 AGENT_MODULE = "iostack.storlet_runtime.agent"
-DAEMON_MODULE = "storlets.agent.daemon"
+DAEMON_MODULE = "iostack.storlet_runtime.daemon"
 
 # The sandboxes this process started and has not reaped yet, by pid (see the docstring).
 _unreaped: dict[int, subprocess.Popen] = {}

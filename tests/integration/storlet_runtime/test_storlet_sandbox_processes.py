@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from iostack.storlet_runtime.sandbox import (
+    DAEMON_MODULE,
     SandboxStartError,
     ScopeSandbox,
     check_reachable,
@@ -191,9 +192,10 @@ class Echo:
 
 
 def storlet_daemons(scope: str) -> list[int]:
-    """Pids of the scope's storlet daemons (and their per-request children), not the factory."""
+    """Pids of the scope's storlet daemons (and their per-request processes, the spare
+    among them), not the factory."""
     return [pid for pid in scope_processes(f"{scope}_{scope}")
-            if b"storlets.agent.daemon\0" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+            if DAEMON_MODULE.encode() + b"\0" in Path(f"/proc/{pid}/cmdline").read_bytes()]
 
 
 def test_warm_requests_skip_the_factory_until_the_daemon_dies_or_changes(host_root, tmp_path):

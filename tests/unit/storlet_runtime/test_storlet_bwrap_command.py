@@ -77,7 +77,7 @@ def test_agent_command(argv):
     agent = argv[argv.index("/usr/bin/python3"):]
     assert agent == ["/usr/bin/python3", "-m", "iostack.storlet_runtime.agent",
                      "/mnt/channels/log", "--",
-                     "/usr/bin/python3", "-m", "storlets.agent.daemon_factory",
+                     "/usr/bin/python3", "-m", "iostack.storlet_runtime.daemon_factory",
                      "/mnt/channels/factory_pipe", "ERROR", "tenant_t1"]
     env = pairs(argv, "--setenv")
     assert ("PYTHONPATH", "/usr/local/lib/storlets/packages:/usr/local/lib/storlets/python/0:"
