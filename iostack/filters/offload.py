@@ -18,12 +18,6 @@ at a time, so the work queued is bounded by the requests in flight, and the
 pool (``tpool``'s, ``EVENTLET_THREADPOOL_SIZE`` threads, 20 by default)
 bounds the threads.
 
-While a batch is in its thread the stream goes on: the hub reads the next
-batch's items (from the client or the object server) and passes on the
-previous batch's results, so the filter's CPU time overlaps the request's
-I/O instead of adding to it (a request holds up to three batches: being
-read, in the thread, being sent).
-
 Outside an eventlet hub (the CLI, the sandbox runner, unit tests) everything
 runs inline: there is no hub to keep free.
 
@@ -38,7 +32,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import suppress
 from typing import TypeVar
 
 KIB = 1024
@@ -69,34 +62,24 @@ class Offload:
             for item in items:  # nothing to amortise: stream item by item
                 yield from work([item])
             return
-        from eventlet import sleep, spawn, tpool
+        batch: list[Item] = []
+        held = 0
+        for item in items:
+            batch.append(item)
+            held += weight(item)
+            if held >= self.batch_bytes:
+                yield from self._run(work, batch, held)
+                batch, held = [], 0
+        if batch:
+            yield from self._run(work, batch, held)
 
-        # The batch in a thread: a green thread that waits for it (a finished green
-        # thread is falsy: compare with None)
-        running = None
-        try:
-            batch: list[Item] = []
-            held = 0
-            for item in items:
-                batch.append(item)
-                held += weight(item)
-                if held >= self.batch_bytes:
-                    done = running.wait() if running is not None else []
-                    running = spawn(tpool.execute, work, batch)
-                    sleep(0)  # let it hand the batch to a thread before we go on
-                    yield from done
-                    batch, held = [], 0
-            if running is not None:
-                done, running = running.wait(), None
-                yield from done
-            if batch:  # the short tail: inline, where a hand-off costs more than it frees
-                yield from work(batch)
-        finally:
-            if running is not None:
-                # Abandoned mid-stream: the work must end before the filter
-                # lets go of what it uses (a compressor lent to the next request).
-                with suppress(Exception):  # its error has nobody left to reach
-                    running.wait()
+    def _run(self, work: Callable[[list[Item]], list[Result]], batch: list[Item],
+             held: int) -> list[Result]:
+        if held >= self.batch_bytes:
+            from eventlet import tpool
+
+            return tpool.execute(work, batch)
+        return work(batch)
 
     def __repr__(self) -> str:
         where = "threads" if self.threads else "inline"
