@@ -155,8 +155,9 @@ class RedisLeases:
         return float(amount), float(covered), int(float(streams))
 
     def lessees(self, scope: str, direction: str) -> dict[str, tuple[int, float]]:
-        """Each lessee of the bucket: (its streams, when that count expires, Redis time).
-        One whose count expires more than ``LESSEE_TTL`` after a moment leased after it."""
+        """Each lessee of the bucket: (its streams, when that count expires, in Redis
+        time). A count expires ``LESSEE_TTL`` after the lease that set it, so one expiring
+        later than ``t + LESSEE_TTL`` was leased after ``t``."""
         found = {}
         for name, value in self.client.hgetall(self.keys.qos_bucket(direction, scope)).items():
             name, value = _text(name), _text(value)
