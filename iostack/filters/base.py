@@ -5,7 +5,11 @@ for one request. ``encoder.encode(chunks)`` turns the original body into the
 stored body, streaming; once that iterator is exhausted, ``encoder.sysmeta()``
 is the small ``str -> str`` dict the middleware must store with the object so
 that the filter can be undone later (never a secret). Encoders chain: the
-output of one is the input of the next.
+output of one is the input of the next. An encoder may also be able to tell
+from a body's first bytes that transforming it does not pay
+(``KeepsUnchanged``: compression on random bytes); the body is then stored
+as it came, its sysmeta says so (``UNCHANGED``), and its view is the stored
+object itself.
 
 Read path (GET/HEAD/Range): the stored object is a ``ByteSource`` (the
 middleware backs it with Swift range requests). ``spec.open_view(lower,
@@ -55,6 +59,23 @@ class Encoder(Protocol):
     def encode(self, chunks: Iterable[bytes]) -> Iterator[bytes]: ...
 
     def sysmeta(self) -> dict[str, str]: ...
+
+
+UNCHANGED = "unchanged"  # sysmeta key: "1" when the filter stored the body as it came
+
+
+@runtime_checkable
+class KeepsUnchanged(Protocol):
+    """An encoder that can decide, before encoding, to store a body unchanged."""
+
+    def keeps_unchanged(self, body: Iterable[bytes]) -> bool:
+        """Read as much of ``body`` as the decision needs (the caller replays it).
+
+        True: ``encode`` will pass the body through and ``sysmeta`` (available
+        at once) records ``UNCHANGED``, so the data path can store it with
+        Swift's own length and ETag, as for a plain object.
+        """
+        ...
 
 
 class Selection(Protocol):
@@ -133,6 +154,11 @@ class FilterSpec:
     def name(self) -> str:
         return self.metadata.name
 
+    def stored_unchanged(self, sysmeta: Mapping[str, str]) -> bool:
+        """Whether the object stores the bytes this filter received (and so the tenant's
+        own length and ETag, when every filter did)."""
+        return self.preserves_bytes or sysmeta.get(UNCHANGED) == "1"
+
     @property
     def transforms_body(self) -> bool:
         return self.make_encoder is not None
@@ -167,6 +193,8 @@ class FilterSpec:
     ) -> ByteSource:
         if self.make_view is None:
             raise FilterError(f"filter {self.name!r} does not transform object bodies")
+        if sysmeta.get(UNCHANGED) == "1":
+            return lower
         return self.make_view(lower, sysmeta, context)
 
 

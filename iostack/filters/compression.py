@@ -27,8 +27,17 @@ millisecond); the index stays ~9 bytes per frame.
 Incompressible data: before compressing a frame, its first 16 KiB are
 probed at the fastest level; a frame whose probe or full result saves less
 than a few percent is stored raw. After four raw frames in a row the encoder
-stops trying for the rest of the object and records where (``gave_up``), so
-random or already-compressed bodies cost little more than a copy.
+stops trying for the rest of the object and records where (``gave_up``).
+
+Better still, the proxy asks before it sends anything (``keeps_unchanged``):
+if the first four frames (or the whole of a shorter body) would all be
+stored raw, the body is stored exactly as it came, with no frames and no
+trailer, and sysmeta records ``unchanged``. Such an object costs what a
+plain one costs: Swift's own length, ETag and MD5, no re-framing, no CRCs,
+and a read is the stored object itself. The decision is the one the encoder
+would reach by giving up, taken four frames sooner; it reads at most those
+frames ahead (1 MiB by default), and only while they keep failing to
+compress.
 """
 
 from __future__ import annotations
@@ -40,12 +49,13 @@ import struct
 import threading
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from itertools import accumulate
+from itertools import accumulate, islice
 from typing import Any
 
 import zstandard
 
 from iostack.filters.base import (
+    UNCHANGED,
     ByteSource,
     FilterContext,
     FilterSpec,
@@ -231,9 +241,29 @@ class CompressionEncoder:
         self._gave_up_at: int | None = None
         self._trailer_length: int | None = None
         self._compressing = False
+        self._unchanged = False
+
+    def keeps_unchanged(self, body: Iterable[bytes]) -> bool:
+        """Store the body as it comes if its first ``GIVE_UP_AFTER`` frames would be raw.
+
+        Reads frames from ``body`` until one compresses (then False: encode as
+        usual) or the sample, or the body, ends. Only the fast probe decides a
+        full frame; a short one (a small body) is compressed to find out.
+        """
+        for frame in islice(reframe(body, self._frame_size), GIVE_UP_AFTER):
+            if len(frame) > 2 * PROBE_BYTES:
+                if not self._probe_says_raw(frame):
+                    return False
+            elif self._compress(frame) is not None:
+                return False
+        self._unchanged = True
+        return True
 
     def encode(self, chunks: Iterable[bytes]) -> Iterator[bytes]:
         try:
+            if self._unchanged:
+                yield from chunks
+                return
             yield from self._offload.map(self._store, reframe(chunks, self._frame_size), len)
             trailer = self._trailer()
             self._trailer_length = len(trailer)
@@ -266,11 +296,13 @@ class CompressionEncoder:
         return stored
 
     def _compress(self, frame: bytes) -> bytes | None:
-        if len(frame) > 2 * PROBE_BYTES:
-            if self._codec.probe(frame[:PROBE_BYTES]) > PROBE_MAX_RATIO * PROBE_BYTES:
-                return None
+        if len(frame) > 2 * PROBE_BYTES and self._probe_says_raw(frame):
+            return None
         packed = self._codec.compress(frame)
         return packed if len(packed) <= KEEP_MAX_RATIO * len(frame) else None
+
+    def _probe_says_raw(self, frame: bytes) -> bool:
+        return self._codec.probe(frame[:PROBE_BYTES]) > PROBE_MAX_RATIO * PROBE_BYTES
 
     def _trailer(self) -> bytes:
         body = b"".join(
@@ -283,6 +315,9 @@ class CompressionEncoder:
         return body + _CRC.pack(zlib.crc32(body))
 
     def sysmeta(self) -> dict[str, str]:
+        if self._unchanged:
+            return {"v": "1", "alg": self._codec.name, "level": str(self._codec.level),
+                    "frame": str(self._frame_size), UNCHANGED: "1"}
         if self._trailer_length is None:
             raise FilterError("compression: sysmeta() asked for before the body was encoded")
         meta = {

@@ -126,7 +126,7 @@ def is_filtered(resp: Response, layer: Layer) -> bool:
 
 
 def _preserves_bytes(applied: list[AppliedFilter]) -> bool:
-    return all(not is_sandboxed(entry.meta) and get_filter(entry.name).preserves_bytes
+    return all(not is_sandboxed(entry.meta) and get_filter(entry.name).stored_unchanged(entry.meta)
                for entry in applied)
 
 

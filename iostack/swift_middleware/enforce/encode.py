@@ -14,7 +14,10 @@ A pipeline whose filters all preserve bytes (``FilterSpec.preserves_bytes``)
 needs none of that: ``EncodingInput(..., hash_body=False)`` runs the body
 through them without hashing, the record travels in the request headers, and
 the Content-Length, the client's ETag and the object servers' own MD5 work as
-for a plain object (``install_record``).
+for a plain object (``install_record``). So does a pipeline whose other
+filters find, from the body's first bytes, that they would store it
+unchanged (``keep_unchanged``: compression on incompressible data): the
+proxy reads those bytes ahead (``BodyLookahead``) and replays them.
 """
 
 from __future__ import annotations
@@ -25,18 +28,20 @@ from typing import Any
 
 from eventlet import patcher
 from swift.common import constraints
+from swift.common.exceptions import ChunkReadTimeout
 from swift.common.request_helpers import get_container_update_override_key
 from swift.common.swob import (
     HTTPClientDisconnect,
     HTTPInternalServerError,
     HTTPRequestEntityTooLarge,
+    HTTPRequestTimeout,
     HTTPServiceUnavailable,
     HTTPUnprocessableEntity,
     Request,
     normalize_etag,
 )
 
-from iostack.filters.base import Encoder
+from iostack.filters.base import Encoder, KeepsUnchanged
 from iostack.filters.errors import FilterError, FilterUnavailable
 from iostack.swift_middleware.enforce.record import (
     ETAG_HEADER,
@@ -174,6 +179,70 @@ class EncodingInput:
 
     def record(self) -> list[AppliedFilter]:
         return applied_record(self.encoders)
+
+
+class BodyLookahead:
+    """``wsgi.input`` whose first bytes were read ahead, to decide how to store the body.
+
+    ``chunks()`` reads the client's body, keeping what it read, and can be
+    started again from the beginning; ``read`` then hands over what was kept
+    before reading on. A client that stalls gets Swift's 408 after
+    ``timeout`` seconds, one that breaks off its chunked body Swift's 499.
+    """
+
+    def __init__(self, request: Request, timeout: float) -> None:
+        self.request = request
+        self.client_input = request.environ["wsgi.input"]
+        self.timeout = timeout
+        self._kept: list[bytes] = []
+        self._ended = False
+
+    def chunks(self) -> Iterator[bytes]:
+        yield from list(self._kept)
+        while not self._ended:
+            chunk = self._read_client(READ_CHUNK)
+            self._ended = not chunk
+            if chunk:
+                self._kept.append(chunk)
+                yield chunk
+
+    def _read_client(self, size: int) -> bytes:
+        try:
+            with ChunkReadTimeout(self.timeout):
+                return self.client_input.read(size)
+        except ChunkReadTimeout:
+            raise HTTPRequestTimeout(request=self.request) from None
+        except (ValueError, OSError) as exc:  # eventlet's ChunkReadError, a reset
+            raise HTTPClientDisconnect(request=self.request, body=f"body read failed: {exc}",
+                                       content_type="text/plain") from None
+
+    def read(self, size: int = -1) -> bytes:
+        """What was kept first, a chunk at a time; then the client's body."""
+        if size == 0:
+            return b""
+        if not self._kept:
+            return b"" if self._ended else self.client_input.read(size)
+        if size < 0:
+            kept, self._kept = self._kept, []
+            return b"".join([*kept, self.read()])
+        chunk = self._kept.pop(0)
+        if size < len(chunk):
+            chunk, rest = chunk[:size], chunk[size:]
+            self._kept.insert(0, rest)
+        return chunk
+
+
+def keep_unchanged(changing: list[Encoder], body: BodyLookahead) -> bool:
+    """Whether the body goes to the object servers as it came, by every filter's choice.
+
+    ``changing`` are the pipeline's encoders that do not preserve bytes by
+    nature; each must be able to keep a body unchanged (``KeepsUnchanged``)
+    and choose to. The first that wants to encode ends the question: the body
+    is then encoded, the sample replayed.
+    """
+    if not all(isinstance(encoder, KeepsUnchanged) for encoder in changing):
+        return False
+    return all(encoder.keeps_unchanged(body.chunks()) for encoder in changing)
 
 
 def applied_record(encoders: list[tuple[AppliedFilter, Encoder]]) -> list[AppliedFilter]:

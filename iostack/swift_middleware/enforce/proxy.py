@@ -22,6 +22,7 @@ Configuration (``[filter:iostack]`` in proxy-server.conf)::
     policy_poll_interval = 1               # seconds between checks of the store's version
     sandboxed_decode_stage = object        # or proxy: where GETs undo sandboxed filters
     filter_threads = true                  # compress/encrypt off the event loop (filters.offload)
+    client_timeout = 60                    # seconds a client may stall the body's first bytes
 
 Stages: filters staged ``ON PROXY`` (the default) run here; those staged
 ``ON OBJECT`` are checked here and handed to the object servers' middleware
@@ -32,6 +33,12 @@ among native ones; ``swift_dir`` locates the Storlets gateway config. On GET
 the sandboxed filter nearest the stored bytes is undone at the object servers,
 as Storlets runs GET storlets (``sandbox_on_object``), unless
 ``sandboxed_decode_stage = proxy``.
+
+Incompressible bodies: before it sends anything, the proxy lets a filter
+that may store a body unchanged look at its first bytes (compression reads
+up to four frames, and only while they fail to compress); if every filter
+agrees, the body goes out as it came, with its record in the headers, as a
+byte-preserving pipeline's does (``encode.keep_unchanged``).
 
 Lifecycle: under ``SET EXPIRY WITH after=...`` every object PUT and POST
 gets its ``X-Delete-At`` here (``filters.expiry``); Swift's object-expirer
@@ -71,7 +78,13 @@ from iostack.policy.reader import PolicyReader, PolicyStoreUnavailable
 from iostack.policy.resolve import PipelineEntry
 from iostack.policy.view import RequestView, view_for
 from iostack.swift_middleware.enforce.decode import decoded_response, is_filtered
-from iostack.swift_middleware.enforce.encode import EncodingInput, install_footers, install_record
+from iostack.swift_middleware.enforce.encode import (
+    BodyLookahead,
+    EncodingInput,
+    install_footers,
+    install_record,
+    keep_unchanged,
+)
 from iostack.swift_middleware.enforce.pins import pin_write_refused
 from iostack.swift_middleware.enforce.record import (
     ETAG_HEADER,
@@ -161,6 +174,7 @@ class IOStackProxyMiddleware:
         self.keys: KeyProvider | None = (
             KeyFileProvider(conf["key_file"]) if conf.get("key_file") else None)
         self.offload = offload_from_conf(conf)
+        self.client_timeout = float(conf.get("client_timeout", 60))
 
     @property
     def reader(self) -> PolicyReader:
@@ -248,7 +262,7 @@ class IOStackProxyMiddleware:
             return self._unavailable(req, view, exc)
         _expire(req, resolution.pipeline)
         try:
-            encoders, object_filters, preserved = self._encoders(
+            encoders, object_filters, changing = self._encoders(
                 req, resolution.pipeline, view.lookup(self.reader)[1], context)
         except HTTPException as error:
             return error
@@ -256,12 +270,19 @@ class IOStackProxyMiddleware:
             req.headers[OBJECT_FILTERS_HEADER] = json.dumps(object_filters)
         if not encoders:
             return self.app
-        if preserved:
+        if not changing:
             return self._put_preserved(req, encoders)
         if not view.authorized():
             return self.app  # Swift refuses it (401/403) before reading a byte
         error = _creation_error(req, view.obj)
         if error is not None:
+            return error
+        body = BodyLookahead(req, self.client_timeout)
+        req.environ["wsgi.input"] = body
+        try:
+            if keep_unchanged(changing, body):
+                return self._put_preserved(req, encoders)
+        except HTTPException as error:
             return error
         return self._put_encoded(req, encoders)
 
@@ -287,12 +308,13 @@ class IOStackProxyMiddleware:
     def _encoders(self, req: Request, pipeline: list[PipelineEntry],
                   filters: Mapping[str, FilterMetadata], context: FilterContext):
         encoders, object_filters = [], []
-        preserved = True  # every encoder passes the body through unchanged
+        changing = []  # the encoders that do not pass every body through unchanged
         for entry in pipeline:
             if entry.sandboxed:
-                encoders.append((AppliedFilter(entry.filter, entry.params, {}), SandboxedEncoder(
-                    self.sandbox, filters[entry.filter], entry.params, context)))
-                preserved = False
+                encoder = SandboxedEncoder(self.sandbox, filters[entry.filter], entry.params,
+                                           context)
+                encoders.append((AppliedFilter(entry.filter, entry.params, {}), encoder))
+                changing.append(encoder)
                 continue
             try:
                 spec = get_filter(entry.filter)
@@ -311,8 +333,9 @@ class IOStackProxyMiddleware:
             secret = {p.name for p in spec.metadata.params if p.type == "secret"}
             params = {k: v for k, v in spec.validate(entry.params).items() if k not in secret}
             encoders.append((AppliedFilter(spec.name, params, {}), encoder))
-            preserved = preserved and spec.preserves_bytes
-        return encoders, object_filters, preserved
+            if not spec.preserves_bytes:
+                changing.append(encoder)
+        return encoders, object_filters, changing
 
 
 def filter_factory(global_conf: dict[str, Any], **local_conf: Any):

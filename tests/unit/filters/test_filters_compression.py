@@ -10,7 +10,7 @@ import pytest
 from filters_testlib import CountingSource, log_text, store_chain
 
 from iostack.filters import compression
-from iostack.filters.base import BytesSource, FilterContext, read_all
+from iostack.filters.base import UNCHANGED, BytesSource, FilterContext, read_all
 from iostack.filters.errors import IntegrityError, ParamError
 from iostack.filters.library import get_filter
 
@@ -239,3 +239,64 @@ def test_zstd_compressors_are_lent_to_one_encoder_at_a_time_and_reused():
     stream.close()  # an upload that stops half-way gives its compressor back too
     assert SPEC.encoder({"algorithm": "zstd", "level": 7}, CTX)._codec._compressor \
         is abandoned._codec._compressor
+
+
+class Reads:
+    """A body as 10 KB chunks, counting how many were taken."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.taken = 0
+
+    def __iter__(self):
+        for at in range(0, len(self.data), 10_000):
+            self.taken += 1
+            yield self.data[at:at + 10_000]
+
+
+@pytest.mark.parametrize("algorithm", ["gzip", "zstd"])
+def test_a_body_whose_first_frames_do_not_compress_is_kept_unchanged(algorithm):
+    data = os.urandom(2 * 1024 * KIB)
+    encoder = SPEC.encoder({"algorithm": algorithm, "frame_size": 64 * KIB}, CTX)
+    sample = Reads(data)
+    assert encoder.keeps_unchanged(sample)
+    # It looked at the frames the encoder would have tried, and no further.
+    assert sample.taken * 10_000 < (compression.GIVE_UP_AFTER + 1) * 64 * KIB
+    sysmeta = encoder.sysmeta()  # known before encoding: it goes with the headers
+    assert sysmeta[UNCHANGED] == "1" and sysmeta["alg"] == algorithm
+    assert b"".join(encoder.encode(iter([data[:100], data[100:]]))) == data
+    assert encoder.sysmeta() == sysmeta
+    assert SPEC.stored_unchanged(sysmeta)
+    assert read_all(view(data, sysmeta), 5, 70_000) == data[5:70_000]
+
+
+def test_a_body_that_compresses_is_encoded_and_read_no_further_than_it_takes():
+    data = log_text(1024 * KIB)
+    encoder = SPEC.encoder({"frame_size": 64 * KIB}, CTX)
+    sample = Reads(data)
+    assert not encoder.keeps_unchanged(sample)
+    assert sample.taken * 10_000 < 2 * 64 * KIB  # the first frame told
+    stored = b"".join(encoder.encode(iter([data])))
+    sysmeta = encoder.sysmeta()
+    assert UNCHANGED not in sysmeta and not SPEC.stored_unchanged(sysmeta)
+    assert len(stored) < len(data) // 5 and read_all(view(stored, sysmeta)) == data
+
+
+def test_compressible_data_after_the_sample_still_ends_up_raw_as_when_giving_up():
+    # The same choice the encoder makes when it gives up, four frames sooner.
+    data = os.urandom(4 * 64 * KIB) + log_text(256 * KIB)
+    assert SPEC.encoder({"frame_size": 64 * KIB}, CTX).keeps_unchanged(Reads(data))
+    stored, sysmeta = put(data, frame_size=64 * KIB)
+    assert sysmeta["gave_up"] == str(compression.GIVE_UP_AFTER)
+    assert len(stored) > len(data)
+
+
+@pytest.mark.parametrize(("data", "kept"), [
+    (b"", True),
+    (os.urandom(1000), True),  # a short body is compressed whole to find out
+    (os.urandom(100 * KIB), True),
+    (log_text(1000), False),
+    (os.urandom(64 * KIB) + log_text(64 * KIB), False),  # the second frame compresses
+])
+def test_short_bodies_are_judged_whole(data, kept):
+    assert SPEC.encoder({"frame_size": 64 * KIB}, CTX).keeps_unchanged(Reads(data)) is kept

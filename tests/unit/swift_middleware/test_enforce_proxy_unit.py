@@ -8,12 +8,14 @@ Swift; these pin the middleware's own decisions in milliseconds.
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from fakeswift import FILTERS, FakeReader, FakeSwift, deny, md5, request, rule, use_reader
 from swift.common import constraints
 from swift.common.swob import Request
 
+from iostack.filters.tenant_keys import create_key_file
 from iostack.policy.reader import PolicyReader, PolicyStoreUnavailable
 from iostack.policy.snapshot import PolicyState, SnapshotFile
 from iostack.swift_middleware.enforce.proxy import filter_factory
@@ -318,3 +320,55 @@ def test_a_tenant_cannot_change_or_remove_a_pinned_filter_version(proxy, swift, 
     plain = "/v1/AUTH_t1/storlet/upper.py"
     assert request(proxy, "PUT", plain, b"x").status_int == 201
     assert request(proxy, "DELETE", plain).status_int < 300
+
+
+RANDOM = os.urandom(300_000)  # more than four 64 KiB frames
+
+
+@pytest.mark.parametrize("framing", ["length", "chunked"])
+def test_an_incompressible_body_is_stored_as_it_came_with_swifts_etag_and_length(
+        proxy, swift, framing):
+    headers = {"Etag": md5(RANDOM)}
+    if framing == "chunked":
+        headers["Transfer-Encoding"] = "chunked"
+    req = Request.blank(PATH, environ={"REQUEST_METHOD": "PUT"}, body=RANDOM, headers=headers)
+    if framing == "chunked":
+        del req.headers["Content-Length"]
+    assert req.get_response(proxy).status_int == 201
+    (put,) = swift.calls_to("PUT", PATH)
+    assert put.headers.get("Content-Length") == (str(len(RANDOM)) if framing == "length"
+                                                 else None)
+    assert put.headers["Etag"] == md5(RANDOM)  # Swift checks the client's ETag itself
+    stored = swift.objects[PATH]
+    assert stored.body == RANDOM and SIZE_HEADER not in stored.headers
+    (applied,) = json.loads(stored.headers[PIPELINE_HEADER])
+    assert applied["name"] == "compression" and applied["meta"]["unchanged"] == "1"
+    got = request(proxy, "GET", PATH)
+    assert got.body == RANDOM and got.headers["Etag"] == md5(RANDOM)
+    assert request(proxy, "GET", PATH, headers={"Range": "bytes=70000-70009"}).body == \
+        RANDOM[70000:70010]
+    assert request(proxy, "HEAD", PATH).content_length == len(RANDOM)
+
+
+def test_an_incompressible_body_with_a_wrong_etag_is_refused_by_swift(proxy, swift):
+    resp = request(proxy, "PUT", PATH, RANDOM, {"Etag": md5(b"other")})
+    assert resp.status_int == 422 and PATH not in swift.objects
+
+
+def test_a_body_that_compresses_after_its_first_frame_is_encoded_whole(proxy, swift):
+    body = RANDOM[:65536] + BODY
+    assert request(proxy, "PUT", PATH, body).status_int == 201
+    stored = swift.objects[PATH]
+    assert len(stored.body) < len(body) // 2 and stored.headers[SIZE_HEADER] == str(len(body))
+    assert request(proxy, "GET", PATH).body == body
+
+
+def test_only_a_pipeline_of_filters_that_can_keep_a_body_unchanged_is_sampled(
+        swift, reader, tmp_path):
+    create_key_file(tmp_path / "root.key")
+    proxy = filter_factory({"key_file": str(tmp_path / "root.key")})(swift)
+    reader.levels = [rule("compression", algorithm="gzip"), rule("encryption")]
+    assert request(proxy, "PUT", PATH, RANDOM).status_int == 201
+    stored = swift.objects[PATH]
+    assert stored.body[:1000] != RANDOM[:1000] and SIZE_HEADER in stored.headers
+    assert request(proxy, "GET", PATH).body == RANDOM
