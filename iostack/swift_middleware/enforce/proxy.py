@@ -22,7 +22,8 @@ Configuration (``[filter:iostack]`` in proxy-server.conf)::
     policy_poll_interval = 1               # seconds between checks of the store's version
     sandboxed_decode_stage = object        # or proxy: where GETs undo sandboxed filters
     filter_threads = true                  # compress/encrypt off the event loop (filters.offload)
-    client_timeout = 60                    # seconds a client may stall the body's first bytes
+    keep_incompressible = true             # store bodies that would not compress as they came
+    client_timeout = 60                    # seconds a client may stall those bodies' first bytes
 
 Stages: filters staged ``ON PROXY`` (the default) run here; those staged
 ``ON OBJECT`` are checked here and handed to the object servers' middleware
@@ -38,7 +39,9 @@ Incompressible bodies: before it sends anything, the proxy lets a filter
 that may store a body unchanged look at its first bytes (compression reads
 up to four frames, and only while they fail to compress); if every filter
 agrees, the body goes out as it came, with its record in the headers, as a
-byte-preserving pipeline's does (``encode.keep_unchanged``).
+byte-preserving pipeline's does (``encode.keep_unchanged``). Proxies before
+this one cannot read such objects: ``keep_incompressible = false`` while a
+rolling upgrade has old proxies serving reads (docs/deploy.md).
 
 Lifecycle: under ``SET EXPIRY WITH after=...`` every object PUT and POST
 gets its ``X-Delete-At`` here (``filters.expiry``); Swift's object-expirer
@@ -64,7 +67,7 @@ from swift.common.swob import (
     Request,
     wsgify,
 )
-from swift.common.utils import get_logger, split_path
+from swift.common.utils import config_true_value, get_logger, split_path
 
 from iostack.filters import expiry
 from iostack.filters.base import FilterContext, KeyProvider
@@ -174,6 +177,7 @@ class IOStackProxyMiddleware:
         self.keys: KeyProvider | None = (
             KeyFileProvider(conf["key_file"]) if conf.get("key_file") else None)
         self.offload = offload_from_conf(conf)
+        self.keep_incompressible = config_true_value(conf.get("keep_incompressible", "true"))
         self.client_timeout = float(conf.get("client_timeout", 60))
 
     @property
@@ -277,13 +281,14 @@ class IOStackProxyMiddleware:
         error = _creation_error(req, view.obj)
         if error is not None:
             return error
-        body = BodyLookahead(req, self.client_timeout)
-        req.environ["wsgi.input"] = body
-        try:
-            if keep_unchanged(changing, body):
-                return self._put_preserved(req, encoders)
-        except HTTPException as error:
-            return error
+        if self.keep_incompressible:
+            body = BodyLookahead(req, self.client_timeout)
+            req.environ["wsgi.input"] = body
+            try:
+                if keep_unchanged(changing, body):
+                    return self._put_preserved(req, encoders)
+            except HTTPException as error:
+                return error
         return self._put_encoded(req, encoders)
 
     def _put_preserved(self, req: Request, encoders: list) -> Any:

@@ -350,6 +350,15 @@ def test_an_incompressible_body_is_stored_as_it_came_with_swifts_etag_and_length
     assert request(proxy, "HEAD", PATH).content_length == len(RANDOM)
 
 
+def test_keeping_incompressible_bodies_can_be_turned_off_for_a_rolling_upgrade(swift, reader):
+    proxy = filter_factory({"keep_incompressible": "false"})(swift)
+    assert request(proxy, "PUT", PATH, RANDOM).status_int == 201
+    stored = swift.objects[PATH]
+    assert "unchanged" not in stored.headers[PIPELINE_HEADER]
+    assert len(stored.body) > len(RANDOM)  # raw frames and their index
+    assert request(proxy, "GET", PATH).body == RANDOM
+
+
 def test_an_incompressible_body_with_a_wrong_etag_is_refused_by_swift(proxy, swift):
     resp = request(proxy, "PUT", PATH, RANDOM, {"Etag": md5(b"other")})
     assert resp.status_int == 422 and PATH not in swift.objects
