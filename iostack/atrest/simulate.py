@@ -45,7 +45,7 @@ from iostack.atrest import scan
 from iostack.atrest.inspect import StoredObject, differences, stored_object, today_layers
 from iostack.atrest.swift_access import SwiftAccess, object_path
 from iostack.filters import expiry
-from iostack.filters.base import FilterContext, KeyProvider
+from iostack.filters.base import FilterContext, KeyProvider, keep_unchanged
 from iostack.filters.errors import FilterError
 from iostack.filters.library import get_filter
 from iostack.filters.metadata import FilterMetadata
@@ -209,11 +209,20 @@ def _sample_one(access: SwiftAccess, stored: StoredObject, steps: list[PipelineE
         return None  # deleted since it was listed
     body = read[1]
     context = FilterContext(stored.account, stored.container, stored.obj, keys)
-    chunks, after = [body], []
-    for step in steps:
-        if not step.sandboxed:
-            chunks = list(get_filter(step.filter).encoder(step.params, context).encode(chunks))
-        after.append(sum(len(c) for c in chunks))
+    native = [(get_filter(step.filter), step) for step in steps if not step.sandboxed]
+    encoders = [spec.encoder(step.params, context) for spec, step in native]
+    changing = [encoder for (spec, _), encoder in zip(native, encoders, strict=True)
+                if not spec.preserves_bytes]
+    # As the proxy does: a body every filter would keep (random bytes under
+    # compression) is stored as it came. A sandboxed filter always encodes.
+    if len(native) == len(steps) and keep_unchanged(changing, lambda: [body]):
+        after = [len(body)] * len(steps)
+    else:
+        chunks, after, made = [body], [], iter(encoders)
+        for step in steps:  # a sandboxed step is counted as keeping the size
+            if not step.sandboxed:
+                chunks = list(next(made).encode(chunks))
+            after.append(sum(len(c) for c in chunks))
     scale = stored.logical_bytes / len(body) if body else 1.0
     return Sampled(stored.logical_bytes, len(body), [round(a * scale) for a in after],
                    time.thread_time() - started)

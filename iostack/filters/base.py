@@ -78,6 +78,20 @@ class KeepsUnchanged(Protocol):
         ...
 
 
+def keep_unchanged(changing: list[Encoder], body: Callable[[], Iterable[bytes]]) -> bool:
+    """Whether a body is stored as it came, by the choice of every encoder that would change it.
+
+    ``changing`` are a pipeline's encoders that do not preserve bytes by
+    nature; each must be able to keep a body unchanged and choose to.
+    ``body()`` gives the body from its start each time (the data path
+    replays what it read ahead). The first encoder that wants to encode ends
+    the question.
+    """
+    if not all(isinstance(encoder, KeepsUnchanged) for encoder in changing):
+        return False
+    return all(encoder.keeps_unchanged(body()) for encoder in changing)
+
+
 class Selection(Protocol):
     """One GET's record filter (``csv_select``, ``grep``).
 

@@ -16,8 +16,8 @@ through them without hashing, the record travels in the request headers, and
 the Content-Length, the client's ETag and the object servers' own MD5 work as
 for a plain object (``install_record``). So does a pipeline whose other
 filters find, from the body's first bytes, that they would store it
-unchanged (``keep_unchanged``: compression on incompressible data): the
-proxy reads those bytes ahead (``BodyLookahead``) and replays them.
+unchanged (``filters.base.keep_unchanged``: compression on incompressible
+data): the proxy reads those bytes ahead (``BodyLookahead``) and replays them.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from swift.common.swob import (
     normalize_etag,
 )
 
-from iostack.filters.base import Encoder, KeepsUnchanged
+from iostack.filters.base import Encoder
 from iostack.filters.errors import FilterError, FilterUnavailable
 from iostack.swift_middleware.enforce.record import (
     ETAG_HEADER,
@@ -230,19 +230,6 @@ class BodyLookahead:
             chunk, rest = chunk[:size], chunk[size:]
             self._kept.insert(0, rest)
         return chunk
-
-
-def keep_unchanged(changing: list[Encoder], body: BodyLookahead) -> bool:
-    """Whether the body goes to the object servers as it came, by every filter's choice.
-
-    ``changing`` are the pipeline's encoders that do not preserve bytes by
-    nature; each must be able to keep a body unchanged (``KeepsUnchanged``)
-    and choose to. The first that wants to encode ends the question: the body
-    is then encoded, the sample replayed.
-    """
-    if not all(isinstance(encoder, KeepsUnchanged) for encoder in changing):
-        return False
-    return all(encoder.keeps_unchanged(body.chunks()) for encoder in changing)
 
 
 def applied_record(encoders: list[tuple[AppliedFilter, Encoder]]) -> list[AppliedFilter]:

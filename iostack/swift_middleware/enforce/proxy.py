@@ -39,7 +39,7 @@ Incompressible bodies: before it sends anything, the proxy lets a filter
 that may store a body unchanged look at its first bytes (compression reads
 up to four frames, and only while they fail to compress); if every filter
 agrees, the body goes out as it came, with its record in the headers, as a
-byte-preserving pipeline's does (``encode.keep_unchanged``). Proxies before
+byte-preserving pipeline's does (``filters.base.keep_unchanged``). Proxies before
 this one cannot read such objects: ``keep_incompressible = false`` while a
 rolling upgrade has old proxies serving reads (docs/deploy.md).
 
@@ -70,7 +70,7 @@ from swift.common.swob import (
 from swift.common.utils import config_true_value, get_logger, split_path
 
 from iostack.filters import expiry
-from iostack.filters.base import FilterContext, KeyProvider
+from iostack.filters.base import FilterContext, KeyProvider, keep_unchanged
 from iostack.filters.errors import FilterError
 from iostack.filters.library import get_filter
 from iostack.filters.metadata import FilterMetadata
@@ -86,7 +86,6 @@ from iostack.swift_middleware.enforce.encode import (
     EncodingInput,
     install_footers,
     install_record,
-    keep_unchanged,
 )
 from iostack.swift_middleware.enforce.pins import pin_write_refused
 from iostack.swift_middleware.enforce.record import (
@@ -285,7 +284,7 @@ class IOStackProxyMiddleware:
             body = BodyLookahead(req, self.client_timeout)
             req.environ["wsgi.input"] = body
             try:
-                if keep_unchanged(changing, body):
+                if keep_unchanged(changing, body.chunks):
                     return self._put_preserved(req, encoders)
             except HTTPException as error:
                 return error

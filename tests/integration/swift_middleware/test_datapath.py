@@ -163,6 +163,54 @@ def test_no_policy_stores_bytes_as_sent(t1, container, stored):
     assert raw == body and PIPELINE not in headers
 
 
+@pytest.mark.parametrize("name", ["gzip", "zstd"])
+def test_incompressible_bodies_are_stored_as_they_came(aio, t1, container, policies, stored,
+                                                        name):
+    policies.add(f"FOR CONTAINER AUTH_t1/{container} DO {FILTERS[name]}")
+    body = os.urandom(5 * FRAME + 3)
+    pieces = [os.urandom(100_000), os.urandom(FRAME), b"", os.urandom(7)]
+    assert t1.put_object(container, "random", body) == md5(body)
+    assert t1.put_object(container, "chunked", iter(pieces)) == md5(b"".join(pieces))
+    for obj, expected in (("random", body), ("chunked", b"".join(pieces))):
+        headers, raw = stored("AUTH_t1", container, obj)
+        (applied,) = json.loads(headers[PIPELINE])
+        assert applied["name"] == "compression" and applied["meta"]["unchanged"] == "1"
+        assert raw == expected and headers["etag"].strip('"') == md5(expected)
+        assert t1.get_object(container, obj)[1] == expected
+    got = t1.get_object(container, "random", headers={"Range": f"bytes={FRAME - 5}-{FRAME + 5}"})
+    assert got[1] == body[FRAME - 5:FRAME + 6]
+    listing = {e["name"]: (e["bytes"], e["hash"]) for e in t1.get_container(container)[1]}
+    assert listing["random"] == (len(body), md5(body))
+    with pytest.raises(swiftclient.ClientException) as err:
+        t1.get_object(container, "random", headers={"If-None-Match": md5(body)})
+    assert err.value.http_status == 304
+    with pytest.raises(swiftclient.ClientException) as err:  # Swift checks the client's ETag
+        t1.put_object(container, "bad", body, etag="0" * 32)
+    assert err.value.http_status == 422
+    t1.copy_object(container, "random", f"/{container}/copy")  # decoded, then kept again
+    assert stored("AUTH_t1", container, "copy")[1] == body
+
+    creds = aio["tenants"]["t1"]
+    s3 = boto3.client(
+        "s3", endpoint_url=aio["s3_url"], region_name=aio["s3_region"],
+        aws_access_key_id=creds["user"], aws_secret_access_key=creds["key"],
+        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+    upload = s3.create_multipart_upload(Bucket=container, Key="multi")
+    part = os.urandom(5 << 20)
+    etags = [s3.upload_part(Bucket=container, Key="multi", UploadId=upload["UploadId"],
+                            PartNumber=n, Body=data)["ETag"] for n, data in ((1, part), (2, body))]
+    s3.complete_multipart_upload(
+        Bucket=container, Key="multi", UploadId=upload["UploadId"],
+        MultipartUpload={"Parts": [{"ETag": e, "PartNumber": n + 1} for n, e in enumerate(etags)]})
+    assert s3.get_object(Bucket=container, Key="multi")["Body"].read() == part + body
+    segments = [o["name"] for o in t1.get_container(f"{container}+segments")[1]]
+    assert len(segments) >= 2
+    for segment in segments:
+        if segment.count("/") == 2:  # the parts (not the upload marker)
+            headers, raw = stored("AUTH_t1", f"{container}+segments", segment)
+            assert json.loads(headers[PIPELINE])[0]["meta"]["unchanged"] == "1"
+
+
 def test_policy_added_later_and_removed_later(t1, container, policies, stored):
     before = logs(FRAME)
     t1.put_object(container, "before", before)

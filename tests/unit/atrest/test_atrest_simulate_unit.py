@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import random
 
 from iostack.atrest.inspect import stored_object
 from iostack.atrest.scan import Target
-from iostack.atrest.simulate import Candidate, Projection, Sampled, with_candidate
-from iostack.policy.resolve import Level, RequestInfo
+from iostack.atrest.simulate import Candidate, Projection, Sampled, _sample_one, with_candidate
+from iostack.policy.resolve import Level, PipelineEntry, RequestInfo
 
 
 def rule(level: str, target: str, filt: str = "compression", rid: str = "new-1.1",
@@ -86,3 +87,23 @@ def test_a_reservoir_keeps_a_uniform_sample_of_bounded_size():
         projection.offer(_stored(n), [])
     assert projection.population == 1000 and len(projection.reservoir) == 10
     assert sum(int(s.obj[1:]) for s, _ in projection.reservoir) > 10 * 100  # not the first ten
+
+
+class OneObject:
+    """``SwiftAccess.read`` of one body."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+    def read(self, account, container, obj, limit=None):
+        return {}, self.body[:limit]
+
+
+def test_a_sample_is_projected_as_the_proxy_stores_it():
+    steps = [PipelineEntry("compression", {}, "proxy", False)]
+    for body, kept in ((os.urandom(3 << 20), True), (b"user,login,1234\n" * 100_000, False)):
+        stored = stored_object("AUTH_t1", "c", "o", {"Content-Length": str(len(body))})
+        sampled = _sample_one(OneObject(body), stored, steps, None, 4 << 20)
+        # Random bytes are kept as they came (no frames, no index); text compresses.
+        assert (sampled.after == [len(body)]) is kept
+        assert kept or sampled.after[0] < len(body) // 10
