@@ -4,7 +4,9 @@
                                        [--data redundant,logs,random] [--clients 1,4]
 
 Configurations, each on its own container, run in alternation within every
-repetition so that noise hits them alike:
+repetition so that noise hits them alike, each repetition starting one
+configuration further along (none always runs first, after the longest
+pause, or last):
 
 - ``plain``      a second proxy on the same servers without the IOStack middleware
 - ``no-policy``  the IOStack proxy, no policy matches
@@ -171,10 +173,12 @@ def measure(args, urls, token, containers, pgids, kind, size, op, clients, body,
     ratios: dict[str, list[float]] = {c: [] for c in CONFIGS}
     cpu: dict[str, list[float]] = {c: [] for c in CONFIGS}
     plain_mb: list[float] = []
-    for _ in range(args.repeat):
+    names = list(containers)
+    for repetition in range(args.repeat):
         results = {}
-        for name, container in containers.items():
-            url = urls[name]
+        turn = repetition % len(names)
+        for name in names[turn:] + names[:turn]:
+            container, url = containers[name], urls[name]
             proxy = PROXY_OF.get(name, "proxy")
             groups = {pgids[proxy], pgids["object"], pgids["container"], pgids["account"]}
             op_fn = put_get_ops(container, prefix, body)[op]
