@@ -203,3 +203,18 @@ def test_the_default_frame_size_writes_the_documented_layout(context):
     assert sysmeta["frame"] == str(256 * KIB)
     salt = bytes.fromhex(sysmeta["salt"])
     assert stored == _sealed_as_documented(context, data, 256 * KIB, salt)
+
+
+@pytest.mark.parametrize("chunk_size", [1, 7, BLOCK - 1, BLOCK + 9, 64 * KIB])
+def test_frames_decode_however_the_stored_bytes_arrive_cut(context, chunk_size):
+    """The view decrypts a frame in the pieces the stored stream brings, tag included."""
+    data = os.urandom(3 * F + 5)
+    stored, sysmeta = put(context, data)
+    v = SPEC.open_view(BytesSource(stored, chunk_size=chunk_size), sysmeta, context)
+    assert read_all(v) == data
+    assert read_all(v, F - 3, 2 * F + 1) == data[F - 3 : 2 * F + 1]
+    # A flipped bit in a tag cut across pieces is caught like any other.
+    damaged = SPEC.open_view(BytesSource(flip(stored, 2 * BLOCK - 3), chunk_size=chunk_size),
+                             sysmeta, context)
+    with pytest.raises(IntegrityError, match="frame 1 fails authentication"):
+        read_all(damaged)
