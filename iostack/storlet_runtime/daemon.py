@@ -15,6 +15,22 @@ socket (``SCM_RIGHTS``), and the spare runs it exactly as upstream's forked
 process does (one process per request, ended the same way). The next spare
 is forked once the answer to the gateway is written, off the request's path.
 
+A storlet whose module ends its requests with
+``filter_runner.end_request_process`` (the packaged library filters'
+generated storlets) has its process *kept*: once a request completed the
+process says ``ready`` on its socket and the daemon hands it the next
+request of this storlet, instead of forking one per request (the fork, the
+copy-on-write faults and the teardown of the forked address space were
+~10 ms of the sandbox's CPU per warm 1 KiB request). A daemon runs one
+storlet in one scope's sandbox, so a kept process only ever sees requests
+of the same tenant (scope) and the same code; it ends, and a fresh one is
+forked, after ``REUSE_LIMIT`` requests, after any request that did not
+complete (an error, a storlet's own exit), once it used half the sandbox's
+CPU limit per process, when cancelled, and with the daemon. What a request
+leaves in the process (module state, memory) is seen by that tenant's next
+requests of that code, and by no one else's. Every other storlet (uploaded
+filters, tenants' own Storlets) keeps one process per request.
+
 The objects the daemon holds once the storlet is imported are frozen
 (``gc.freeze``): a garbage collection in a request process skips them
 rather than writing to every page they sit on (a full collection in a
@@ -23,11 +39,13 @@ loaded machine, 100 faults and < 1 ms frozen).
 
 What stays as upstream has it:
 
-- isolation: every request runs in its own process, forked from the daemon
-  before any request touched it, never reused;
-- ``pool_size``: the spare counts as one of the pool's processes, so there
-  are never more than ``pool_size`` of them; with the pool full there is no
-  spare and a request forks as upstream does, once one has ended;
+- isolation between scopes and between storlets: a process is forked from
+  its storlet's daemon in its scope's sandbox and serves only that daemon
+  (and, for storlets that do not end through ``filter_runner``, one
+  request);
+- ``pool_size``: spares and kept processes count as the pool's processes,
+  so there are never more than ``pool_size`` of them; with the pool full
+  there is no spare and a request waits until one ended or is ready again;
 - ``cancel``: the task id maps to the process that runs the request, killed
   with ``SIGKILL``; ``_force_terminate`` kills the process group, the spare
   with it;
@@ -45,7 +63,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import math
 import os
+import resource
 import select
 import socket
 import sys
@@ -131,11 +151,28 @@ def receive_request(sock: socket.socket) -> Any | None:
     return build_datagram_from_raw_message([NO_FD, *fds], metadata, params)
 
 
+def cpu_seconds_used() -> float:
+    """CPU seconds this process has used (the sandbox's rlimit counts them per process)."""
+    times = os.times()
+    return times.user + times.system
+
+
+def cpu_budget() -> float:
+    """CPU seconds a kept process may have used and still take another request.
+
+    Half the sandbox's CPU limit per process (``sandbox_cpu_seconds``): a
+    request in a kept process still gets at least half of it, where one
+    process per request gave it all.
+    """
+    soft, _ = resource.getrlimit(resource.RLIMIT_CPU)
+    return math.inf if soft == resource.RLIM_INFINITY else soft / 2
+
+
 def request_process_reuse(storlet_cls: type) -> Any | None:
     """``filter_runner.RequestProcess`` if the storlet ends its requests through it, else None.
 
-    Such a storlet (IOStack's packaged filters, uploaded filters run through
-    ``storlets_api``) says when a request completed: its process may then
+    Such a storlet (the packaged library filters' generated storlets) says
+    when a request completed: its process may then
     serve the next request of the same storlet. Others end every request
     process as upstream does.
     """
@@ -240,7 +277,8 @@ class PreforkDaemon(StorletDaemon):
 
         A storlet that ends its requests through ``filter_runner`` serves up
         to ``REUSE_LIMIT`` of them in this process, the next only after one
-        completed (``RequestProcess.completed``); any other ending ends it.
+        completed (``RequestProcess.completed``) and while the process has
+        used less than ``cpu_budget()``; any other ending ends it.
         """
         try:
             served = 0
@@ -249,7 +287,8 @@ class PreforkDaemon(StorletDaemon):
                 if dtg is None:  # the daemon ended or let this process go
                     os._exit(0)
                 served += 1
-                kept = self.reuse is not None and served < REUSE_LIMIT
+                kept = (self.reuse is not None and served < REUSE_LIMIT
+                        and cpu_seconds_used() < cpu_budget())
                 if self.reuse is not None:
                     self.reuse.kept, self.reuse.completed = kept, False
                 else:

@@ -325,6 +325,15 @@ def test_a_kept_process_ends_after_reuse_limit_requests(make_daemon, monkeypatch
     assert wait_exit(pids[0]) == 0
 
 
+def test_a_kept_process_ends_once_it_used_its_cpu_budget(make_daemon, monkeypatch):
+    monkeypatch.setattr("iostack.storlet_runtime.daemon.cpu_budget", lambda: 0.0)
+    daemon = make_daemon(storlet="kept_storlet.Echo")
+    command(daemon, sbus_cmd.SBUS_CMD_PING)
+    pids = [int(run(daemon, body)[1]["pid"]) for body in (b"1", b"2")]
+    assert pids[0] != pids[1]
+    assert wait_exit(pids[0]) == 0
+
+
 def test_a_failed_request_ends_its_process(make_daemon, monkeypatch):
     # Upstream's request process ends with sys.exit(); here that must not unwind into pytest.
     monkeypatch.setattr("sys.exit", lambda *_: os._exit(9))
