@@ -250,10 +250,8 @@ class PreforkDaemon(StorletDaemon):
 
     def fork_spare(self) -> None:
         """Fork a spare unless one waits or it would exceed ``pool_size`` processes."""
-        if self.idle:
-            return
-        self._collect()
-        if len(self.task_id_to_pid) + 1 > self.pool_size:
+        self._collect()  # first: a kept process that is ready again is the next spare
+        if self.idle or len(self.task_id_to_pid) + 1 > self.pool_size:
             return
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:

@@ -370,3 +370,14 @@ def test_a_kept_process_ends_with_the_daemon(make_daemon):
     daemon._terminate()
     status = wait_exit(kept)
     assert status is None or os.waitstatus_to_exitcode(status) == 0
+
+
+def test_kept_processes_count_in_the_pool(make_daemon):
+    daemon = make_daemon(pool_size=1, storlet="kept_storlet.Echo")
+    command(daemon, sbus_cmd.SBUS_CMD_PING)
+    for body in (b"1", b"2", b"3"):
+        kept = int(run(daemon, body)[1]["pid"])
+        wait_idle(daemon, kept)
+        daemon.fork_spare()  # what the daemon does after each command
+        assert [worker.pid for worker in daemon.idle] == [kept]
+        assert not daemon.task_id_to_pid
