@@ -15,6 +15,22 @@ socket (``SCM_RIGHTS``), and the spare runs it exactly as upstream's forked
 process does (one process per request, ended the same way). The next spare
 is forked once the answer to the gateway is written, off the request's path.
 
+A storlet whose module ends its requests with
+``filter_runner.end_request_process`` (the packaged library filters'
+generated storlets) has its process *kept*: once a request completed the
+process says ``ready`` on its socket and the daemon hands it the next
+request of this storlet, instead of forking one per request (the fork, the
+copy-on-write faults and the teardown of the forked address space were
+~10 ms of the sandbox's CPU per warm 1 KiB request). A daemon runs one
+storlet in one scope's sandbox, so a kept process only ever sees requests
+of the same tenant (scope) and the same code; it ends, and a fresh one is
+forked, after ``REUSE_LIMIT`` requests, after any request that did not
+complete (an error, a storlet's own exit), once it used half the sandbox's
+CPU limit per process, when cancelled, and with the daemon. What a request
+leaves in the process (module state, memory) is seen by that tenant's next
+requests of that code, and by no one else's. Every other storlet (uploaded
+filters, tenants' own Storlets) keeps one process per request.
+
 The objects the daemon holds once the storlet is imported are frozen
 (``gc.freeze``): a garbage collection in a request process skips them
 rather than writing to every page they sit on (a full collection in a
@@ -23,11 +39,13 @@ loaded machine, 100 faults and < 1 ms frozen).
 
 What stays as upstream has it:
 
-- isolation: every request runs in its own process, forked from the daemon
-  before any request touched it, never reused;
-- ``pool_size``: the spare counts as one of the pool's processes, so there
-  are never more than ``pool_size`` of them; with the pool full there is no
-  spare and a request forks as upstream does, once one has ended;
+- isolation between scopes and between storlets: a process is forked from
+  its storlet's daemon in its scope's sandbox and serves only that daemon
+  (and, for storlets that do not end through ``filter_runner``, one
+  request);
+- ``pool_size``: spares and kept processes count as the pool's processes,
+  so there are never more than ``pool_size`` of them; with the pool full
+  there is no spare and a request waits until one ended or is ready again;
 - ``cancel``: the task id maps to the process that runs the request, killed
   with ``SIGKILL``; ``_force_terminate`` kills the process group, the spare
   with it;
@@ -45,7 +63,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import math
 import os
+import resource
+import select
 import socket
 import sys
 import uuid
@@ -69,21 +90,28 @@ MAX_HANDOVER = 64 * 1024
 # Upstream passes 4 descriptors and one per extra input; SBus carries at most this many.
 MAX_FDS = 64
 NO_FD = -1
+# What a kept request process says once its request completed (``filter_runner``).
+READY = b"ready"
+# Requests one process serves at most before it ends and a fresh one is forked.
+REUSE_LIMIT = 100
+# How often a daemon with its pool full looks for a process that ended (upstream blocks
+# in waitpid; kept processes do not end, they say so on their socket).
+POOL_POLL = 0.05
+FILTER_RUNNER = "iostack.storlet_runtime.filter_runner"
 
 
 class Spare:
-    """A forked process waiting for one request, and the daemon's end of its socket."""
+    """A forked process waiting for a request, and the daemon's end of its socket."""
 
     def __init__(self, pid: int, sock: socket.socket) -> None:
         self.pid = pid
         self.sock = sock
 
     def hand_over(self, dtg: Any) -> bool:
-        """Send the request to the spare; False if it is gone (the caller forks instead).
+        """Send the request to the process; False if it is gone (the caller forks instead).
 
-        The daemon's end is closed either way: a spare serves one request. The
-        answer's descriptor stays here: the gateway reads the answer until every
-        copy of it is closed.
+        The answer's descriptor stays here: the gateway reads the answer until
+        every copy of it is closed.
         """
         message = dtg.serialized_metadata.encode() + b"\0" + dtg.serialized_cmd_params.encode()
         try:
@@ -92,12 +120,19 @@ class Spare:
         except OSError:
             self.discard()
             return False
-        finally:
-            self.sock.close()
+
+    def poll(self) -> bytes | None:
+        """What the process said since (``READY``; b"": it ended), None if it is still busy."""
+        try:
+            return self.sock.recv(len(READY), socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return None
+        except OSError:
+            return b""
 
     def discard(self) -> None:
-        """End the spare (never handed a request) and reap it if it has exited."""
-        self.sock.close()  # it reads end-of-file and exits
+        """Let the process go (it reads end-of-file and exits) and reap it if it has exited."""
+        self.sock.close()
         with contextlib.suppress(ChildProcessError):
             os.waitpid(self.pid, os.WNOHANG)
 
@@ -116,28 +151,95 @@ def receive_request(sock: socket.socket) -> Any | None:
     return build_datagram_from_raw_message([NO_FD, *fds], metadata, params)
 
 
+def cpu_seconds_used() -> float:
+    """CPU seconds this process has used (the sandbox's rlimit counts them per process)."""
+    times = os.times()
+    return times.user + times.system
+
+
+def cpu_budget() -> float:
+    """CPU seconds a kept process may have used and still take another request.
+
+    Half the sandbox's CPU limit per process (``sandbox_cpu_seconds``): a
+    request in a kept process still gets at least half of it, where one
+    process per request gave it all.
+    """
+    soft, _ = resource.getrlimit(resource.RLIMIT_CPU)
+    return math.inf if soft == resource.RLIM_INFINITY else soft / 2
+
+
+def request_process_reuse(storlet_cls: type) -> Any | None:
+    """``filter_runner.RequestProcess`` if the storlet ends its requests through it, else None.
+
+    Such a storlet (the packaged library filters' generated storlets) says
+    when a request completed: its process may then
+    serve the next request of the same storlet. Others end every request
+    process as upstream does.
+    """
+    runner = sys.modules.get(FILTER_RUNNER)
+    module = sys.modules.get(storlet_cls.__module__)
+    if runner is None or getattr(module, "end_request_process", None) is not \
+            runner.end_request_process:
+        return None
+    return runner.RequestProcess
+
+
 class PreforkDaemon(StorletDaemon):
-    """Upstream's storlet daemon, with one per-request process forked in advance."""
+    """Upstream's storlet daemon, with its per-request processes forked in advance."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.spare: Spare | None = None
+        # Processes waiting for a request (a fresh spare, or one kept after a request), and
+        # kept ones running a request, by pid (their tasks are in task_id_to_pid).
+        self.idle: list[Spare] = []
+        self.busy: dict[int, Spare] = {}
+        self.reuse = request_process_reuse(self.storlet_cls)
         # The storlet and its libraries are imported: a request process's garbage
         # collections skip them, instead of copying every page they sit on.
         gc.freeze()
 
     @command_handler
     def execute(self, dtg: Any) -> CommandResponse:
-        spare, self.spare = self.spare, None
-        while len(self.task_id_to_pid) >= self.pool_size:  # upstream's bound (no spare now)
-            self._wait_child_process()
-        if spare is None or not spare.hand_over(dtg):
+        worker = self._next_process()
+        if worker is None or not worker.hand_over(dtg):
             return super().execute(dtg)  # fork now, as upstream
         task_id = str(uuid.uuid4())[:8]
-        self.task_id_to_pid[task_id] = spare.pid
+        self.task_id_to_pid[task_id] = worker.pid
+        if self.reuse is not None:
+            self.busy[worker.pid] = worker
+        else:
+            worker.sock.close()  # it serves this one request
         for fd in dtg.invocation_fds:  # the request process has its own copies now
             self._safe_close(fd)
         return CommandSuccess("OK", task_id=task_id)
+
+    def _next_process(self) -> Spare | None:
+        """A waiting process for the next request, or None once one may be forked.
+
+        With ``pool_size`` processes running requests, waits (as upstream) until
+        one ends or, if it is kept, says it is ready for another.
+        """
+        while True:
+            self._collect()
+            if self.idle:
+                return self.idle.pop()  # the most recently used: its pages are warm
+            if len(self.task_id_to_pid) < self.pool_size:
+                return None
+            select.select([worker.sock for worker in self.busy.values()], [], [], POOL_POLL)
+
+    def _collect(self) -> None:
+        """Kept processes that finished their request wait again; ended ones are let go."""
+        for pid, worker in list(self.busy.items()):
+            said = worker.poll()
+            if said is None:
+                continue
+            del self.busy[pid]
+            if said == READY:
+                self._remove_pid(pid)
+                self.idle.append(worker)
+            else:  # it ended: reaped through task_id_to_pid, as upstream's processes are
+                worker.sock.close()
+        self._cleanup_pids()
 
     def dispatch_command(self, dtg: Any) -> bool:
         """Answer the command (upstream), then fork the next spare if there is room."""
@@ -147,11 +249,9 @@ class PreforkDaemon(StorletDaemon):
         return keep_running
 
     def fork_spare(self) -> None:
-        """Fork the spare unless there is one or it would exceed ``pool_size`` processes."""
-        if self.spare is not None:
-            return
-        self._cleanup_pids()
-        if len(self.task_id_to_pid) + 1 > self.pool_size:
+        """Fork a spare unless one waits or it would exceed ``pool_size`` processes."""
+        self._collect()  # first: a kept process that is ready again is the next spare
+        if self.idle or len(self.task_id_to_pid) + 1 > self.pool_size:
             return
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
@@ -163,18 +263,41 @@ class PreforkDaemon(StorletDaemon):
             return
         if pid == 0:
             ours.close()
+            # Other processes must see end-of-file when the daemon lets them go.
+            for worker in self.busy.values():
+                worker.sock.close()
             self._run_spare(theirs)
         theirs.close()
-        self.spare = Spare(pid, ours)
+        self.idle.append(Spare(pid, ours))
 
-    def _run_spare(self, sock: socket.socket) -> None:
-        """The spare's life: wait for a request, run it as upstream's request process does."""
+    def _run_spare(self, sock: socket.socket) -> NoReturn:
+        """The spare's life: run requests as upstream's request process does, one or several.
+
+        A storlet that ends its requests through ``filter_runner`` serves up
+        to ``REUSE_LIMIT`` of them in this process, the next only after one
+        completed (``RequestProcess.completed``) and while the process has
+        used less than ``cpu_budget()``; any other ending ends it.
+        """
         try:
-            dtg = receive_request(sock)
-            sock.close()
-            if dtg is None:  # the daemon ended without handing a request over
-                os._exit(0)
-            self._execute(dtg)
+            served = 0
+            while True:
+                dtg = receive_request(sock)
+                if dtg is None:  # the daemon ended or let this process go
+                    os._exit(0)
+                served += 1
+                kept = (self.reuse is not None and served < REUSE_LIMIT
+                        and cpu_seconds_used() < cpu_budget())
+                if self.reuse is not None:
+                    self.reuse.kept, self.reuse.completed = kept, False
+                else:
+                    sock.close()
+                self._execute(dtg)
+                if not (kept and self.reuse.completed):
+                    break
+                try:
+                    sock.send(READY)
+                except OSError:  # the daemon ended
+                    os._exit(0)
         except SystemExit:  # a storlet's own exit ends the process as upstream's
             raise
         except BaseException:  # noqa: BLE001 - whatever it was, never back into the daemon's loop
@@ -182,9 +305,11 @@ class PreforkDaemon(StorletDaemon):
         sys.exit()  # as upstream's request process ends
 
     def _terminate(self) -> None:
-        if self.spare is not None:
-            self.spare.discard()
-            self.spare = None
+        for worker in self.idle:
+            worker.discard()
+        for worker in self.busy.values():  # each ends after its request
+            worker.sock.close()
+        self.idle, self.busy = [], {}
         super()._terminate()
 
 

@@ -33,12 +33,14 @@ only at the end, so the encoded body is spooled to the sandbox's private
 
 A filter that is not declared ``sandboxable`` is refused here too.
 
-The storlet daemon imports the storlet once and forks a process per request,
-so ``load_filter`` runs at import: the filter library (zstandard,
+The storlet daemon imports the storlet once and forks its request processes
+from it, so ``load_filter`` runs at import: the filter library (zstandard,
 cryptography...) is loaded once, not on every request. Once a request's
 output is complete, ``end_request_process`` ends that forked process with
 ``os._exit`` (upstream's ``sys.exit()`` tears the whole interpreter down, tens
-of milliseconds of CPU per request on the cores the Swift servers use).
+of milliseconds of CPU per request on the cores the Swift servers use), or,
+in a process the daemon keeps for further requests of this storlet
+(``RequestProcess``), returns to the daemon's loop.
 """
 
 from __future__ import annotations
@@ -99,10 +101,17 @@ class FdSource:
             self._spool.flush()
 
     def drain(self) -> None:
-        """Read (and drop) what the server still sends: it must never block on a full pipe."""
+        """Read (and drop) what the server still sends, then drop the spool.
+
+        The server must never block on a full pipe; and the request's process
+        may serve another request (``RequestProcess``), so nothing of this one
+        stays open.
+        """
         while self._pipe is not None:
             if not os.read(self._pipe, PIPE_PIECE):
                 self._pipe = None
+        if self._spool is not None:
+            self._spool.close()
 
     def read(self, start: int, end: int) -> Iterator[bytes]:
         while start < end:
@@ -168,8 +177,19 @@ def run_filter(spec: FilterSpec, in_file: Any, out_file: Any, params: dict[str, 
         raise ValueError(f"mode must be encode or decode, not {mode!r}")
 
 
+class RequestProcess:
+    """What the storlet daemon (``daemon.PreforkDaemon``) decided for this request process.
+
+    ``kept``: the process serves the next request of the same storlet (in the
+    same sandbox) once this one completed; ``completed``: this request did.
+    """
+
+    kept = False
+    completed = False
+
+
 def end_request_process(storlet_logger: Any) -> None:
-    """End the storlet daemon's per-request process now; do nothing anywhere else.
+    """End the storlet daemon's per-request process now, or hand it back for the next request.
 
     Call it after the storlet closed its input and output files (the answer is
     complete). Upstream ends the process with ``sys.exit()``: a full
@@ -177,11 +197,17 @@ def end_request_process(storlet_logger: Any) -> None:
     competing with the Swift servers for the same cores) that nobody waits
     for. Nothing is lost by skipping it: the storlet's log and stdio are
     flushed here, and the spool files in ``/tmp`` are anonymous. An error
-    never gets here, so upstream still logs it before its own exit.
+    never gets here, so upstream still logs it before its own exit. In a
+    process the daemon keeps (``RequestProcess.kept``) it returns instead,
+    and the daemon hands it the next request. In the daemon itself (or a
+    test) it does nothing.
     """
-    if os.getpid() == _DAEMON_PID:  # not a per-request process (the daemon itself, tests)
+    if os.getpid() == _DAEMON_PID:
         return
     storlet_logger.close()
     sys.stdout.flush()
     sys.stderr.flush()
+    if RequestProcess.kept:
+        RequestProcess.completed = True
+        return
     os._exit(0)

@@ -19,7 +19,8 @@ scope, same sandbox). Errors are the gateway's: ``400``
 
 The registration is read at most once per ``REGISTRATION_TTL`` (1 s) per
 storlet and runner (one per proxy worker), not on every call: reading it
-builds Swift's internal client and makes a HEAD. So a re-uploaded (or
+makes a HEAD through Swift's internal client (built once per runner;
+upstream's file manager builds one, a whole proxy application, each time). So a re-uploaded (or
 deleted) storlet takes effect on the data path within a second, as a policy
 change does; the storlet's code itself is compared with the registration on
 every call, by the gateway.
@@ -39,6 +40,7 @@ from typing import Any
 from storlets.gateway.common.stob import StorletData
 from storlets.gateway.loader import load_gateway
 from storlets.swift_middleware.handlers.base import SwiftFileManager
+from swift.common.internal_client import InternalClient
 
 from iostack.storlet_runtime.identity import sandbox_scope
 from iostack.storlet_runtime.swift_conf import (
@@ -54,6 +56,22 @@ META = "x-object-meta-storlet-"
 REGISTRATION_TTL = 1.0
 
 
+class SharedClientFileManager(SwiftFileManager):
+    """Storlets' file manager, with the runner's internal client instead of a new one per use.
+
+    Upstream builds Swift's internal client (a whole proxy application: ~30 ms
+    of CPU that blocks the worker's event loop) on every access to ``client``.
+    """
+
+    def __init__(self, *args: Any, client: InternalClient) -> None:
+        super().__init__(*args)
+        self._client = client
+
+    @property
+    def client(self) -> InternalClient:
+        return self._client
+
+
 class SandboxRunner:
     def __init__(self, swift_dir: str | Path, logger: Any) -> None:
         parser = configparser.RawConfigParser()
@@ -65,10 +83,14 @@ class SandboxRunner:
         self.logger = logger
         # (account, storlet) -> (read until, registration); see the module docstring.
         self._registrations: dict[tuple[str, str], tuple[float, dict[str, str]]] = {}
+        self._client: InternalClient | None = None
 
     def _files(self, account: str) -> SwiftFileManager:
-        return SwiftFileManager(account, STORLET_CONTAINER, DEPENDENCY_CONTAINER,
-                                LOG_CONTAINER, self.ic_conf, self.logger)
+        if self._client is None:
+            self._client = InternalClient(self.ic_conf, "SA", 1)  # as SwiftFileManager builds it
+        return SharedClientFileManager(account, STORLET_CONTAINER, DEPENDENCY_CONTAINER,
+                                       LOG_CONTAINER, self.ic_conf, self.logger,
+                                       client=self._client)
 
     def registration(self, account: str, storlet: str) -> dict[str, str]:
         """The storlet object's metadata (lower-case names), at most ``REGISTRATION_TTL`` old.

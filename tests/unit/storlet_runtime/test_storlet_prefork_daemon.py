@@ -2,7 +2,9 @@
 
 Real forks, real pipes, the daemon's SBus command handlers called directly
 (no SBus socket): one process per request, answered before any fork, the
-pool bound, cancel, a dead spare, a failed fork, and the spare's end.
+pool bound, cancel, a dead spare, a failed fork, and the spare's end; and a
+storlet that ends its requests through ``filter_runner``: its process kept
+for the next requests, up to ``REUSE_LIMIT``, never after an error.
 """
 
 from __future__ import annotations
@@ -106,6 +108,11 @@ def execute(daemon: PreforkDaemon, request: Request) -> str:
     return answer["task_id"]
 
 
+def spare_pid(daemon: PreforkDaemon) -> int:
+    """The process the next request goes to."""
+    return daemon.idle[-1].pid
+
+
 def wait_exit(pid: int) -> int | None:
     """The exit status of our child ``pid`` once it ended (None: reaped elsewhere)."""
     deadline = time.monotonic() + 30
@@ -120,14 +127,35 @@ def wait_exit(pid: int) -> int | None:
     raise AssertionError(f"process {pid} did not end")
 
 
+# The same, ending its requests as IOStack's packaged filters do; fails when asked to.
+KEPT_STORLET = '''
+import os
+from iostack.storlet_runtime.filter_runner import end_request_process
+
+class Echo:
+    def __init__(self, logger):
+        self.logger = logger
+
+    def __call__(self, in_files, out_files, params):
+        if (params or {}).get("fail"):
+            raise ValueError("asked to fail")
+        out_files[0].set_metadata({"pid": str(os.getpid())})
+        out_files[0].write(in_files[0].read())
+        in_files[0].close()
+        out_files[0].close()
+        end_request_process(self.logger)
+'''
+
+
 @pytest.fixture
 def make_daemon(tmp_path: Path, monkeypatch):
     (tmp_path / "echo_storlet.py").write_text(STORLET)
+    (tmp_path / "kept_storlet.py").write_text(KEPT_STORLET)
     monkeypatch.syspath_prepend(str(tmp_path))
     daemons: list[PreforkDaemon] = []
 
-    def make(pool_size: int = 5) -> PreforkDaemon:
-        daemon = PreforkDaemon("echo_storlet.Echo", str(tmp_path / "sbus"),
+    def make(pool_size: int = 5, storlet: str = "echo_storlet.Echo") -> PreforkDaemon:
+        daemon = PreforkDaemon(storlet, str(tmp_path / "sbus"),
                                logging.getLogger("test-daemon"), pool_size)
         daemons.append(daemon)
         return daemon
@@ -135,7 +163,7 @@ def make_daemon(tmp_path: Path, monkeypatch):
     yield make
     for daemon in daemons:
         pids = list(daemon.task_id_to_pid.values())
-        pids += [daemon.spare.pid] if daemon.spare is not None else []
+        pids += [worker.pid for worker in daemon.idle] + list(daemon.busy)
         for pid in pids:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
@@ -149,7 +177,7 @@ def test_each_request_runs_in_its_own_process_forked_before_the_request(make_dae
     command(daemon, sbus_cmd.SBUS_CMD_PING)  # the factory's ping at start-up
     seen = set()
     for body in (b"first", b"second", b"third"):
-        spare = daemon.spare.pid
+        spare = spare_pid(daemon)
         request = Request(body)
         try:
             task_id = execute(daemon, request)
@@ -157,10 +185,11 @@ def test_each_request_runs_in_its_own_process_forked_before_the_request(make_dae
         finally:
             request.close()
         assert output == body
-        assert int(metadata["pid"]) == spare == daemon.task_id_to_pid[task_id]
-        assert wait_exit(spare) == 0
+        # (The daemon may have reaped it already, as it looked for room for the next spare.)
+        assert int(metadata["pid"]) == spare == daemon.task_id_to_pid.get(task_id, spare)
+        assert wait_exit(spare) in (None, 0)
         seen.add(spare)
-        assert daemon.spare.pid not in seen  # the next one is a fresh process
+        assert spare_pid(daemon) not in seen  # the next one is a fresh process
     assert len(seen) == 3
 
 
@@ -194,7 +223,7 @@ def test_the_spare_counts_in_the_pool_and_cancel_kills_the_request_process(make_
             requests.append(Request(hang="1"))
             tasks.append(execute(daemon, requests[-1]))
         # Two hung requests fill the pool of 2: no third process waits as a spare.
-        assert daemon.spare is None
+        assert not daemon.idle
         pids = [daemon.task_id_to_pid[task] for task in tasks]
         assert len(set(pids)) == 2
         keep_running, answer = command(daemon, sbus_cmd.SBUS_CMD_CANCEL, tasks[0])
@@ -202,7 +231,7 @@ def test_the_spare_counts_in_the_pool_and_cancel_kills_the_request_process(make_
         assert os.WTERMSIG(wait_exit(pids[0])) == signal.SIGKILL
         assert daemon.task_id_to_pid == {tasks[1]: pids[1]}
         # Upstream's cancel also ends the daemon's loop; no spare is forked then.
-        assert keep_running is False and daemon.spare is None
+        assert keep_running is False and not daemon.idle
     finally:
         for request in requests:
             request.close()
@@ -211,7 +240,7 @@ def test_the_spare_counts_in_the_pool_and_cancel_kills_the_request_process(make_
 def test_a_dead_spare_is_replaced_by_a_fork_for_that_request(make_daemon):
     daemon = make_daemon()
     command(daemon, sbus_cmd.SBUS_CMD_PING)
-    dead = daemon.spare.pid
+    dead = spare_pid(daemon)
     os.kill(dead, signal.SIGKILL)
     wait_exit(dead)
     request = Request(b"body")
@@ -234,7 +263,7 @@ def test_without_a_fork_there_is_no_spare_and_requests_fork_as_upstream(make_dae
 
     monkeypatch.setattr(os, "fork", refused)
     command(daemon, sbus_cmd.SBUS_CMD_PING)  # the process limit is reached, say
-    assert daemon.spare is None
+    assert not daemon.idle
     monkeypatch.setattr(os, "fork", real_fork)
     request = Request(b"body")
     try:
@@ -247,9 +276,9 @@ def test_without_a_fork_there_is_no_spare_and_requests_fork_as_upstream(make_dae
 def test_the_spare_ends_with_the_daemon(make_daemon):
     daemon = make_daemon()
     command(daemon, sbus_cmd.SBUS_CMD_PING)
-    spare = daemon.spare.pid
+    spare = spare_pid(daemon)
     daemon._terminate()  # what the SBus loop runs as it ends (halt, idle timeout)
-    assert daemon.spare is None
+    assert not daemon.idle
     status = wait_exit(spare)
     assert status is None or os.waitstatus_to_exitcode(status) == 0
 
@@ -261,3 +290,94 @@ def test_the_factory_starts_python_storlets_with_this_daemon():
     assert pargs == ["/usr/bin/python3", "-m", "iostack.storlet_runtime.daemon",
                      "echo_storlet.Echo", "/mnt/channels/echo", "WARNING", "5", "cid"]
     assert env["PYTHONPATH"].endswith("/var/lib/storlets/echo_storlet.Echo")
+
+
+def run(daemon: PreforkDaemon, body: bytes, **params: str) -> tuple[str, dict, bytes]:
+    request = Request(body, **params)
+    try:
+        task_id = execute(daemon, request)
+        return (task_id, *request.result())
+    finally:
+        request.close()
+
+
+def wait_idle(daemon: PreforkDaemon, pid: int) -> None:
+    """Until kept process ``pid`` said it is ready for another request (a request sent
+    before that goes to another process)."""
+    deadline = time.monotonic() + 30
+    while pid not in [worker.pid for worker in daemon.idle]:
+        assert time.monotonic() < deadline, f"process {pid} did not get ready"
+        time.sleep(0.01)
+        daemon._collect()
+
+
+def test_a_filter_runner_storlet_keeps_its_process_for_the_next_requests(make_daemon):
+    daemon = make_daemon(storlet="kept_storlet.Echo")
+    command(daemon, sbus_cmd.SBUS_CMD_PING)
+    pids = set()
+    for body in (b"first", b"second", b"third"):
+        _task, metadata, output = run(daemon, body)
+        assert output == body
+        pids.add(int(metadata["pid"]))
+        wait_idle(daemon, int(metadata["pid"]))
+    assert len(pids) == 1
+    # Done with its requests: waiting again, no task of it left to cancel.
+    assert pids.pop() not in daemon.task_id_to_pid.values()
+
+
+def test_a_kept_process_ends_after_reuse_limit_requests(make_daemon, monkeypatch):
+    monkeypatch.setattr("iostack.storlet_runtime.daemon.REUSE_LIMIT", 2)
+    daemon = make_daemon(storlet="kept_storlet.Echo")
+    command(daemon, sbus_cmd.SBUS_CMD_PING)
+    first = int(run(daemon, b"1")[1]["pid"])
+    wait_idle(daemon, first)
+    assert int(run(daemon, b"2")[1]["pid"]) == first
+    assert wait_exit(first) in (None, 0)  # None: the daemon reaped it
+    assert int(run(daemon, b"3")[1]["pid"]) != first
+
+
+def test_a_kept_process_ends_once_it_used_its_cpu_budget(make_daemon, monkeypatch):
+    monkeypatch.setattr("iostack.storlet_runtime.daemon.cpu_budget", lambda: 0.0)
+    daemon = make_daemon(storlet="kept_storlet.Echo")
+    command(daemon, sbus_cmd.SBUS_CMD_PING)
+    pids = [int(run(daemon, body)[1]["pid"]) for body in (b"1", b"2")]
+    assert pids[0] != pids[1]
+    assert wait_exit(pids[0]) in (None, 0)  # None: the daemon reaped it
+
+
+def test_a_failed_request_ends_its_process(make_daemon, monkeypatch):
+    # Upstream's request process ends with sys.exit(); here that must not unwind into pytest.
+    monkeypatch.setattr("sys.exit", lambda *_: os._exit(9))
+    daemon = make_daemon(storlet="kept_storlet.Echo")
+    command(daemon, sbus_cmd.SBUS_CMD_PING)
+    run(daemon, b"ok")
+    failed = Request(b"x", fail="1")
+    try:
+        failed_pid = daemon.task_id_to_pid[execute(daemon, failed)]
+    finally:
+        failed.close()
+    status = wait_exit(failed_pid)  # None: the daemon reaped it
+    assert status is None or os.waitstatus_to_exitcode(status) == 9
+    daemon._collect()
+    assert failed_pid not in [worker.pid for worker in daemon.idle]
+    assert int(run(daemon, b"again")[1]["pid"]) != failed_pid
+
+
+def test_a_kept_process_ends_with_the_daemon(make_daemon):
+    daemon = make_daemon(storlet="kept_storlet.Echo")
+    command(daemon, sbus_cmd.SBUS_CMD_PING)
+    kept = int(run(daemon, b"body")[1]["pid"])
+    daemon._terminate()
+    status = wait_exit(kept)
+    assert status is None or os.waitstatus_to_exitcode(status) == 0
+
+
+def test_kept_processes_count_in_the_pool(make_daemon):
+    daemon = make_daemon(pool_size=1, storlet="kept_storlet.Echo")
+    command(daemon, sbus_cmd.SBUS_CMD_PING)
+    for body in (b"1", b"2", b"3"):
+        kept = int(run(daemon, body)[1]["pid"])
+        wait_idle(daemon, kept)
+        daemon.fork_spare()  # what the daemon does after each command
+        assert [worker.pid for worker in daemon.idle] == [kept]
+        assert not daemon.task_id_to_pid
