@@ -4,8 +4,10 @@ without its mentions fails here, not in a reader's hands."""
 
 from __future__ import annotations
 
-import ast
+import json
 import re
+import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 
@@ -24,16 +26,43 @@ NOT_FILES = {"my_xor.py", "json.py"}
 SEARCHED = ("iostack", "tests", "bench", "deploy", "docs")
 
 
-def parse(path: Path) -> ast.Module:
-    # CPython 3.11 raised "AST constructor recursion depth mismatch" here once in a
-    # full unit run (threads of other tests still running); a retry parses fine.
-    text = path.read_text("utf-8")
-    for _ in range(2):
-        try:
-            return ast.parse(text)
-        except SystemError:
-            continue
-    return ast.parse(text)  # a third failure is real
+# The trees are built in a child interpreter: CPython 3.11 keeps the AST builder's
+# recursion depth in interpreter-wide state (gh-106905), so a thread an earlier test
+# left running that parses at the same time fails ast.parse here with "AST constructor
+# recursion depth mismatch" (seen in a full CI run, three tries in a row).
+SUMMARIZE = """
+import ast, json, sys
+from pathlib import Path
+out = {}
+for path in map(Path, sys.argv[1:]):
+    tree = ast.parse(path.read_text("utf-8"))
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {t.id for t in targets if isinstance(t, ast.Name)}
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    docs = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            text = ast.get_docstring(node, clean=False)
+            if text:
+                docs.append([text, node is tree])
+    out[str(path)] = {"names": sorted(names), "docstrings": docs}
+json.dump(out, sys.stdout)
+"""
+
+
+@cache
+def summaries() -> dict[str, dict]:
+    """Top-level names and docstrings (text, is the module's) of every file in iostack/."""
+    files = [str(p) for p in sorted((ROOT / "iostack").rglob("*.py"))]
+    child = subprocess.run([sys.executable, "-c", SUMMARIZE, *files],
+                           capture_output=True, text=True, check=True)
+    return json.loads(child.stdout)
 
 
 def module_file(dotted: str) -> Path | None:
@@ -44,18 +73,8 @@ def module_file(dotted: str) -> Path | None:
     return None
 
 
-@cache
 def top_level_names(path: Path) -> frozenset[str]:
-    names = set()
-    for node in parse(path).body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names |= {t.id for t in targets if isinstance(t, ast.Name)}
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
-    return frozenset(names)
+    return frozenset(summaries()[str(path)]["names"])
 
 
 def resolves(dotted: str) -> bool:
@@ -71,16 +90,10 @@ def resolves(dotted: str) -> bool:
 @cache
 def docstrings() -> tuple[tuple[str, str, bool], ...]:
     """(where, text, is a package's docstring) of every docstring in iostack/."""
-    found = []
-    for path in sorted((ROOT / "iostack").rglob("*.py")):
-        tree = parse(path)
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-                text = ast.get_docstring(node, clean=False)
-                if text:
-                    found.append((str(path.relative_to(ROOT)), text,
-                                  node is tree and path.name == "__init__.py"))
-    return tuple(found)
+    return tuple((str(Path(path).relative_to(ROOT)), text,
+                  module_doc and path.endswith("/__init__.py"))
+                 for path, summary in summaries().items()
+                 for text, module_doc in summary["docstrings"])
 
 
 def texts() -> list[tuple[str, str]]:
