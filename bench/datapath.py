@@ -29,6 +29,7 @@ lookups each kind of request makes (``iostack.aio.inprocess``).
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import uuid
 from pathlib import Path
@@ -127,6 +128,7 @@ def main() -> None:
                     policies.add(f"FOR CONTAINER {account}/{container} DO {CONFIGS[name]}")
             setup.close()
             pgids = server_pgids(info)
+            load_before = os.getloadavg()[0]
             rows = []
             for kind in kinds:
                 for size in sizes:
@@ -138,7 +140,8 @@ def main() -> None:
                                                 size, op, clients, body, prefix))
             print()
             print(f"IOStack data path vs plain Swift (median of {args.repeat} alternating runs "
-                  f"of {args.seconds:g}s; ratio = throughput / plain in the same run)")
+                  f"of {args.seconds:g}s; ratio = throughput / plain in the same run; load "
+                  f"average {load_before:.1f} -> {os.getloadavg()[0]:.1f})")
             measured = [c for c in CONFIGS if c != "plain"]
             print_table(("data", "size", "op", "clients", *measured, "plain MB/s"),
                         [r[0] for r in rows])

@@ -1,15 +1,19 @@
-"""Does one tenant's compressed PUT stall the other requests on its proxy worker?
+"""Does one tenant's filtered PUT stall the other requests on its proxy worker?
 
-    .venv/bin/python bench/event_loop.py [--repeat 3] [--seconds 4] [--clients 4]
+    .venv/bin/python bench/event_loop.py [--repeat 3] [--seconds 4] [--clients 4] \
+        [--filter zstd|encryption]
 
-Two IOStack proxies with one worker each, on the same storage servers, differ
-only in ``filter_threads`` (``iostack.filters.offload``): ``inline`` compresses
-on the worker's event loop, ``threads`` in native threads. In alternation,
-each gets ``--clients`` tenants PUTting 10 MiB of access logs into a container
-under ``SET COMPRESSION WITH algorithm=zstd`` and, at the same time, one
-client GETting a 1 KiB object (no policy) in a loop. Prints, as medians over
-repetitions, the 1 KiB GET p50/p95 latency and the PUT throughput of each, the
-ratios threads / inline, and the same GET alone on an idle proxy for scale.
+Three IOStack proxies with one worker each, on the same storage servers, differ
+only in where filter work runs (``iostack.filters.offload``): ``inline``
+(``filter_threads = false``) on the worker's event loop, ``threads`` (the
+default) in native threads for work that costs more than a hand-off,
+``every-batch`` (``filter_thread_min_us = 0``) every full batch in a thread.
+In alternation, each gets ``--clients`` tenants PUTting 10 MiB of access logs
+into a container under ``SET COMPRESSION WITH algorithm=zstd`` (or ``SET
+ENCRYPTION``) and, at the same time, one client GETting a 1 KiB object (no
+policy) in a loop. Prints, as medians over repetitions, the 1 KiB GET p50/p95
+latency and the PUT throughput of each, the ratios to inline, and the same GET
+alone on an idle proxy for scale.
 """
 
 from __future__ import annotations
@@ -27,7 +31,9 @@ from common import Client, Policies, auth, body_of, print_table, run_clients, st
 
 from iostack.aio.processes import ProcessManager
 
-PROXIES = {"inline": {"filter_threads": "false"}, "threads": {"filter_threads": "true"}}
+PROXIES = {"inline": {"filter_threads": "false"}, "threads": {"filter_threads": "true"},
+           "every-batch": {"filter_threads": "true", "filter_thread_min_us": "0"}}
+FILTERS = {"zstd": "COMPRESSION WITH algorithm=zstd", "encryption": "ENCRYPTION"}
 PUT_SIZE = 10 << 20
 
 
@@ -70,6 +76,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--filter", choices=FILTERS, default="zstd")
     args = parser.parse_args()
     body = body_of(PUT_SIZE, "logs")
     with stack() as info:
@@ -80,19 +87,18 @@ def main() -> None:
         urls = {}
         policies = Policies(info)
         run_id = uuid.uuid4().hex[:6]
-        compressed, plain = f"bench-el-{run_id}-zstd", f"bench-el-{run_id}-small"
+        filtered, plain = f"bench-el-{run_id}-{args.filter}", f"bench-el-{run_id}-small"
         try:
             for name, options in PROXIES.items():
                 port = start_proxy(info, manager, f"bench-{name}-proxy", workers=1,
                                    options=options)
                 urls[name] = parts._replace(netloc=f"{parts.hostname}:{port}").geturl()
             setup = Client(storage_url, token)
-            for container in (compressed, plain):
+            for container in (filtered, plain):
                 setup.request("PUT", container)
             setup.request("PUT", f"{plain}/small", os.urandom(1024))
             setup.close()
-            policies.add(f"FOR CONTAINER {account}/{compressed} "
-                         "DO SET COMPRESSION WITH algorithm=zstd")
+            policies.add(f"FOR CONTAINER {account}/{filtered} DO SET {FILTERS[args.filter]}")
             idle = {name: [] for name in PROXIES}
             p50 = {name: [] for name in PROXIES}
             p95 = {name: [] for name in PROXIES}
@@ -103,7 +109,7 @@ def main() -> None:
                     alone = small_gets(client, f"{plain}/small", 1.0)
                     client.close()
                     idle[name].append(statistics.median(alone) * 1000)
-                    latencies, mb_per_s = under_load(url, token, compressed, f"{plain}/small",
+                    latencies, mb_per_s = under_load(url, token, filtered, f"{plain}/small",
                                                      body, args.clients, args.seconds)
                     p50[name].append(statistics.median(latencies) * 1000)
                     p95[name].append(percentile(latencies, 0.95) * 1000)
@@ -115,13 +121,16 @@ def main() -> None:
                                           ("put", put_mb))}
             print()
             print(f"1 KiB GET on a proxy worker while {args.clients} clients PUT 10 MiB of logs "
-                  f"under zstd (median of {args.repeat}; load average "
+                  f"under {args.filter} (median of {args.repeat}; load average "
                   f"{os.getloadavg()[0]:.1f})")
             print_table(("proxy", "GET idle p50 ms", "GET p50 ms", "GET p95 ms", "PUT MB/s"),
                         [(n, med["idle"][n], med["p50"][n], med["p95"][n], med["put"][n])
                          for n in PROXIES])
-            print(f"  threads / inline: GET p95 {med['p95']['threads'] / med['p95']['inline']:.2f}"
-                  f", PUT throughput {med['put']['threads'] / med['put']['inline']:.2f}")
+            for name in PROXIES:
+                if name != "inline":
+                    print(f"  {name} / inline: GET p95 "
+                          f"{med['p95'][name] / med['p95']['inline']:.2f}, PUT throughput "
+                          f"{med['put'][name] / med['put']['inline']:.2f}")
         finally:
             policies.remove_all()
             for name in PROXIES:

@@ -17,6 +17,7 @@ Configuration (``[filter:iostack]`` in object-server.conf)::
     key_file = ...   # only for filters that need keys ON OBJECT; the built-in
                      # encryption runs on proxies only, so none is needed
     filter_threads = true   # compress off the event loop (iostack.filters.offload)
+    filter_thread_min_us = 200  # ... when a batch costs more than a hand-off
 """
 
 from __future__ import annotations

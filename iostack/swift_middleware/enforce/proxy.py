@@ -22,6 +22,7 @@ Configuration (``[filter:iostack]`` in proxy-server.conf)::
     policy_poll_interval = 1               # seconds between checks of the store's version
     sandboxed_decode_stage = object        # or proxy: where GETs undo sandboxed filters
     filter_threads = true                  # compress/encrypt off the event loop (filters.offload)
+    filter_thread_min_us = 200             # ... when a batch costs more than a hand-off
     keep_incompressible = true             # store bodies that would not compress as they came
     client_timeout = 60                    # seconds a client may stall those bodies' first bytes
 

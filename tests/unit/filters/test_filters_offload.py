@@ -102,3 +102,65 @@ def test_an_integrity_error_in_a_batch_reaches_the_reader(context):
     view = view_of(spec, bytes(tampered), sysmeta, threaded)
     with pytest.raises(IntegrityError, match="encrypted frame 1 fails"):
         read_all(view)
+
+
+# Runs in a child, as ON_A_HUB: where each batch ran (the OS thread), for a kind of
+# work that costs next to nothing and one that costs milliseconds a batch.
+WHERE_BATCHES_RUN = textwrap.dedent("""
+    import eventlet
+    eventlet.monkey_patch()
+    import functools, hashlib, json
+    from eventlet import patcher
+    from iostack.filters.offload import Offload
+
+    os_thread = patcher.original("_thread").get_ident
+    hub = os_thread()
+
+    def cheap(batch):
+        return [item + 1 for item in batch]
+
+    def costly(batch):
+        digest = b""
+        for _ in range(20000):  # several milliseconds of CPU
+            digest = hashlib.sha256(digest).digest()
+        return [item + 1 for item in batch]
+
+    offload = Offload(threads=True, batch_bytes=4)
+    out = {}
+    for work in (cheap, costly):
+        ran = []
+
+        @functools.wraps(work)  # Offload knows a kind of work by its name
+        def recorded(batch, work=work, ran=ran):
+            ran.append("hub" if os_thread() == hub else "thread")
+            return work(batch)
+
+        out[work.__name__] = {"results": list(offload.map(recorded, range(9), lambda _: 1)),
+                              "ran": ran}
+    print(json.dumps(out))
+""")
+
+
+def test_only_work_that_costs_more_than_a_hand_off_leaves_the_hub():
+    done = subprocess.run([sys.executable, "-c", WHERE_BATCHES_RUN], capture_output=True,
+                          text=True, timeout=120, check=True)
+    out = json.loads(done.stdout)
+    for kind in ("cheap", "costly"):
+        assert out[kind]["results"] == list(range(1, 10))  # in order, each item once
+    # Batches of four: the first goes to a thread (nothing measured yet). Then
+    # cheap work streams on the hub item by item; costly work goes on in
+    # batches, in threads, and only its one-item tail stays on the hub.
+    assert out["cheap"]["ran"] == ["thread"] + ["hub"] * 5
+    assert out["costly"]["ran"] == ["thread", "thread", "hub"]
+
+
+def test_the_hand_off_threshold_comes_from_the_config():
+    from iostack.filters.offload import HANDOFF_SECONDS, offload_from_conf
+
+    assert offload_from_conf({}).handoff_seconds == HANDOFF_SECONDS
+    assert offload_from_conf({"filter_thread_min_us": "0"}).handoff_seconds == 0
+    assert offload_from_conf({"filter_thread_min_us": "500"}).handoff_seconds == 0.0005
+    assert not offload_from_conf({"filter_threads": "false"}).threads
+    for bad in ("-1", "fast", "2000000"):
+        with pytest.raises(ValueError, match=f"filter_thread_min_us .*{bad!r}"):
+            offload_from_conf({"filter_thread_min_us": bad})
