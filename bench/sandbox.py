@@ -264,7 +264,8 @@ def run(sides: dict[str, Side], args) -> None:
                 added95[config].append((percentile(result.latencies, 0.95)
                                         - percentile(base.latencies, 0.95)) * 1000)
         print(f"\nwarm GET {human_size(size)}, 1 client, medians of {args.repeat} repetitions "
-              f"(plain p50 {statistics.median(plain_p50):.1f} ms)")
+              f"(plain p50 {statistics.median(plain_p50):.1f} ms; load average "
+              f"{os.getloadavg()[0]:.1f})")
         print_table(["config", "x its plain throughput", "added p50 ms", "added p95 ms"],
                     [[c, statistics.median(ratios[c]), statistics.median(added50[c]),
                       statistics.median(added95[c])] for c in configs])
