@@ -19,11 +19,15 @@ past it fails (``SIGXFSZ`` is ignored here) and the line is dropped.
 In a container (``docker_gateway``) the engine sets the other rlimits but
 has none for the address space: ``--address-space BYTES`` (before the log
 socket) sets ``RLIMIT_AS`` here, inherited by everything the agent starts,
-as bubblewrap's ``prlimit --as`` does. There the channels directory is
-made ``0700`` (the engine mounts the tmpfs owned by the sandbox's uid, but
-with its own mode) and ``/dev/log`` is linked to the log socket here (the
-container's ``/dev`` is a tmpfs of the sandbox's uid; bubblewrap makes the
-link itself).
+as bubblewrap's ``prlimit --as`` does. ``--container`` (only there) makes
+the channels directory ``0700`` (the engine mounts the tmpfs owned by the
+sandbox's uid, but with its own mode) and links ``/dev/log`` to the log
+socket (the container's ``/dev`` is a tmpfs of the sandbox's uid;
+bubblewrap makes the link itself). Never without it: run on a host (a
+test, a debugging session), the link would land on the host's ``/dev/log``
+and, once this process is gone, point every server's syslog at a dead
+socket (each Swift log line then failed with a traceback: a whole test
+run slowed down several times).
 
 Every orphan of the sandbox (a storlet's children whose request process
 already ended) becomes this process's child: it is PID 1 in a container, and
@@ -48,10 +52,14 @@ PR_SET_CHILD_SUBREAPER = 36
 REAP_EVERY = 0.2  # seconds: exited children are reaped at least this often
 
 
-def relay(log_path: str, argv: list[str]) -> int:
-    with contextlib.suppress(OSError):  # bubblewrap made both already
-        os.chmod(os.path.dirname(log_path), 0o700)
-        os.symlink(log_path, "/dev/log")
+USAGE = "usage: agent [--address-space BYTES] [--container] LOG_SOCKET -- PROGRAM [ARGS...]"
+
+
+def relay(log_path: str, argv: list[str], container: bool = False) -> int:
+    if container:
+        with contextlib.suppress(OSError):  # an engine that did either already
+            os.chmod(os.path.dirname(log_path), 0o700)
+            os.symlink(log_path, "/dev/log")
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     sock.bind(log_path)
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
@@ -93,14 +101,19 @@ def reap(child: int) -> int | None:
 
 def main() -> None:
     args = sys.argv[1:]
-    if args[:1] == ["--address-space"] and len(args) > 1 and args[1].isdigit():
-        limit = int(args[1])
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-        args = args[2:]
-    log_path, sep, *argv = args
-    if sep != "--" or not argv:
-        sys.exit("usage: agent [--address-space BYTES] LOG_SOCKET -- PROGRAM [ARGS...]")
-    sys.exit(relay(log_path, argv))
+    container = False
+    while args[:1] in (["--address-space"], ["--container"]):
+        if args[0] == "--container":
+            container, args = True, args[1:]
+        elif len(args) > 1 and args[1].isdigit():
+            limit = int(args[1])
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+            args = args[2:]
+        else:
+            sys.exit(USAGE)
+    if len(args) < 3 or args[1] != "--":
+        sys.exit(USAGE)
+    sys.exit(relay(args[0], args[2:], container))
 
 
 if __name__ == "__main__":

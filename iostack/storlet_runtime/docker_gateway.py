@@ -119,8 +119,8 @@ class EngineRunTimeSandbox(BwrapRunTimeSandbox, DockerRunTimeSandbox):
         run = {
             "image": self.image, "name": name, "detach": True, "auto_remove": True,
             "entrypoint": [cfg.python],
-            "command": ["-m", AGENT_MODULE, "--address-space", str(cfg.mem_limit), LOG_SOCKET,
-                        "--", cfg.python, "-m", FACTORY_MODULE, FACTORY_PIPE,
+            "command": ["-m", AGENT_MODULE, "--address-space", str(cfg.mem_limit), "--container",
+                        LOG_SOCKET, "--", cfg.python, "-m", FACTORY_MODULE, FACTORY_PIPE,
                         self.storlet_daemon_factory_debug_level, name],
             "environment": {"PYTHONPATH": python_path, "PATH": "/usr/bin:/bin",
                             "HOME": SANDBOX_TMP, "PYTHONDONTWRITEBYTECODE": "1"},

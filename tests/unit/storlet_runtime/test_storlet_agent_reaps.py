@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -40,6 +41,7 @@ def children_of(parent: int) -> dict[str, str]:
 
 
 def test_an_orphan_becomes_the_agents_child_and_is_reaped(tmp_path):
+    had_dev_log = os.path.lexists("/dev/log")
     agent = subprocess.Popen([sys.executable, "-m", "iostack.storlet_runtime.agent",  # noqa: S603
                               str(tmp_path / "log"), "--", sys.executable, "-c", PROGRAM],
                              stderr=subprocess.DEVNULL)
@@ -52,3 +54,6 @@ def test_an_orphan_becomes_the_agents_child_and_is_reaped(tmp_path):
     finally:
         agent.kill()
         agent.wait()
+    # Regression: run on a host, the agent linked the host's /dev/log to its socket,
+    # and every Swift server started later logged into a dead socket.
+    assert os.path.lexists("/dev/log") == had_dev_log
