@@ -215,7 +215,8 @@ class RequestView:
         head = Request.blank(wsgi_quote(self.path_info))
         head.environ.update({k: self._env[k] for k in
                              ("swift.authorize", "swift.authorize_override", "swift.trans_id",
-                              "swift.infocache", "swift.cache", "REMOTE_USER")
+                              "swift.infocache", "swift.cache", "REMOTE_USER",
+                              "QUERY_STRING")  # ?version-id=: that version's attributes
                              if k in self._env})
         head.environ.update({"REQUEST_METHOD": "HEAD", "swift.source": SUBREQUEST_SOURCE})
         head.environ[ENV_KEY] = RequestView(head.environ, self.account, self.container,

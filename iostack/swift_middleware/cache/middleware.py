@@ -69,7 +69,6 @@ from eventlet.greenthread import GreenThread
 from swift.common.request_helpers import resolve_etag_is_at_header, resolve_ignore_range_header
 from swift.common.swob import Request, Response
 from swift.common.utils import close_if_possible, get_logger
-from swift.common.wsgi import make_subrequest
 from swift.proxy.controllers.base import get_container_info
 
 from iostack.filters.records import prepend
@@ -83,6 +82,7 @@ from iostack.swift_middleware.enforce.decode import ViewAppIter
 from iostack.swift_middleware.enforce.source import SWIFT_SOURCE as DECODER_SOURCE
 from iostack.swift_middleware.enforce.source import ObjectChanged, SwiftObjectSource
 from iostack.swift_middleware.shared_reader import reader_settings, shared_reader
+from iostack.swift_middleware.subrequest import object_subrequest
 
 DEFAULT_CACHE_DIR = "/var/cache/iostack/proxy"
 DEFAULT_CACHE_SIZE = 1 << 30
@@ -323,9 +323,8 @@ class IOStackCacheMiddleware:
         head = policy.head_for({**cached_headers(resp.headers), "Content-Length": str(total)})
         if head is None or not cache.claim(req.path):
             return
-        sub = make_subrequest(req.environ, method="GET", path=req.path,
-                              headers={"Range": f"bytes=0-{min(head, total) - 1}"},
-                              swift_source=SWIFT_SOURCE)
+        sub = object_subrequest(req, "GET", SWIFT_SOURCE,
+                                {"Range": f"bytes=0-{min(head, total) - 1}"})
         spawn_n(self._background_fill, sub, req.path, resp.headers.get("Etag"), cache,
                 policy.version, ticket, head, total)
 
@@ -386,8 +385,7 @@ class IOStackCacheMiddleware:
 
     def _still_current(self, req: Request, hit: CachedObject) -> bool:
         """``validate = head``: the object servers still hold the cached version."""
-        sub = make_subrequest(req.environ, method="HEAD", path=req.path,
-                              swift_source=SWIFT_SOURCE)
+        sub = object_subrequest(req, "HEAD", SWIFT_SOURCE)
         resp = sub.get_response(self.app)
         close_if_possible(resp.app_iter)
         return resp.status_int == 200 and all(

@@ -6,23 +6,23 @@ whole stored object, because the middleware asked the object server to ignore
 consume it; any other read (an index trailer, a frame in the middle of the
 object) is a ranged sub-request to the app below the middleware, pinned with
 ``If-Match`` on the stored ETag so a concurrent overwrite is detected rather
-than mixing two versions.
+than mixing two versions, and addressed as the request was (``subrequest``:
+an old version's reserved name, the storage policy).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from swift.common.swob import Request, Response, wsgi_quote
+from swift.common.swob import Request, Response
 from swift.common.utils import close_if_possible
-from swift.common.wsgi import make_subrequest
 
 from iostack.filters.base import RangedSource
 from iostack.filters.errors import IntegrityError
 from iostack.filters.records import prepend
+from iostack.swift_middleware.subrequest import object_subrequest
 
 SWIFT_SOURCE = "IOS"  # marks our sub-requests in the proxy log
-POLICY_INDEX = "X-Backend-Storage-Policy-Index"
 
 
 class ObjectChanged(IntegrityError):
@@ -40,9 +40,6 @@ class SwiftObjectSource(RangedSource):
         self.pin = {"If-Match": stored_etag}
         if etag_is_at:
             self.pin["X-Backend-Etag-Is-At"] = etag_is_at
-        policy = request.headers.get(POLICY_INDEX)
-        if policy is not None:  # object servers need it; the proxy works it out
-            self.pin[POLICY_INDEX] = policy
         self._length = length
         self.stored_etag = stored_etag
         self._body = iter(body) if body is not None else None
@@ -70,10 +67,7 @@ class SwiftObjectSource(RangedSource):
 
     def pinned_get(self, headers: dict[str, str]) -> Response:
         """A GET sub-request of this object version with ``headers``; a 2xx response."""
-        sub = make_subrequest(
-            self.request.environ, method="GET", path=wsgi_quote(self.request.path_info),
-            headers={**headers, **self.pin}, swift_source=SWIFT_SOURCE,
-        )
+        sub = object_subrequest(self.request, "GET", SWIFT_SOURCE, {**headers, **self.pin})
         resp = sub.get_response(self.app)
         if resp.status_int == 412:
             close_if_possible(resp.app_iter)

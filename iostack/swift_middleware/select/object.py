@@ -48,7 +48,6 @@ from swift.common.swob import (
     wsgify,
 )
 from swift.common.utils import get_logger, split_path
-from swift.common.wsgi import make_subrequest
 
 from iostack.filters.base import FilterContext, Selection
 from iostack.filters.errors import FilterError, UnknownFilterError
@@ -71,6 +70,7 @@ from iostack.swift_middleware.select.frames import (
     parse_select_request,
 )
 from iostack.swift_middleware.select.parquet import ParquetSelecting, selecting_for
+from iostack.swift_middleware.subrequest import object_subrequest
 
 # Headers that mean "this object's bytes are not the tenant's records".
 _NOT_SELECTABLE = (
@@ -98,8 +98,7 @@ class ObjectSelect:
 
     def local(self, method: str, byte_range: str | None = None) -> Response:
         headers = dict(self.headers, **({"Range": byte_range} if byte_range else {}))
-        sub = make_subrequest(self.req.environ, method=method, path=self.req.path_info,
-                              headers=headers, swift_source="IOSEL")
+        sub = object_subrequest(self.req, method, "IOSEL", headers)
         return sub.get_response(self.app)
 
     def answer(self, selections: list[Selection], names: list[str], start: int,

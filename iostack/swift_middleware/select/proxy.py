@@ -89,7 +89,6 @@ from swift.common.swob import (
     wsgify,
 )
 from swift.common.utils import close_if_possible, config_true_value, get_logger, split_path
-from swift.common.wsgi import make_subrequest
 
 from iostack.filters.base import FilterContext, FilterSpec
 from iostack.filters.errors import FilterError, UnknownFilterError
@@ -114,6 +113,7 @@ from iostack.swift_middleware.select.frames import (
 from iostack.swift_middleware.select.parquet import selecting_for
 from iostack.swift_middleware.shared_reader import reader_settings, shared_reader
 from iostack.swift_middleware.streams import closing
+from iostack.swift_middleware.subrequest import object_subrequest
 
 FILTER_HEADER = "X-Iostack-Filter"
 PARAM_HEADER_PREFIX = "X-Iostack-Param-"
@@ -204,8 +204,7 @@ class ProxySelect:
         self.object_stage = object_stage and all(stage == "object" for _, _, stage in chain)
 
     def _get(self, headers: dict[str, str], method: str = "GET") -> Response:
-        sub = make_subrequest(self.req.environ, method=method, path=self.req.path_info,
-                              headers=headers, swift_source="IOSEL")
+        sub = object_subrequest(self.req, method, "IOSEL", headers)
         for name in ("If-Match", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since"):
             if name in self.req.headers:
                 sub.headers[name] = self.req.headers[name]
