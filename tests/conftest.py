@@ -9,7 +9,8 @@ private Redis and one private RabbitMQ per test session (``shared_services``:
 each stack its own vhost and key namespace), never the machine's own
 servers; ``shared_redis_url`` is that Redis for tests that need only Redis
 (each keeps its keys under a prefix of its own). It returns the stack's
-``aio.json`` as a dict; ``swift_for(tenant)`` connects to it as a tenant;
+``aio.json`` as a dict; ``swift_for(tenant)`` and ``s3_for(tenant)`` connect to it as a
+tenant (swiftclient, boto3);
 ``policies`` adds policies through its controller and removes them after the test;
 ``stored`` and ``overwrite_stored`` read and replace bytes as the object servers hold them;
 ``no_chmod`` checks that files are private from their creation;
@@ -175,6 +176,23 @@ def swift_for(aio: dict[str, Any]) -> Callable[[str], swiftclient.Connection]:
         return swiftclient.Connection(
             authurl=aio["auth_url"], user=creds["user"], key=creds["key"], retries=0
         )
+
+    return connect
+
+
+@pytest.fixture(scope="session")
+def s3_for(aio: dict[str, Any]) -> Callable[[str], Any]:
+    """``s3_for("t1")``: a boto3 S3 client of that tenant (path-style, no retries)."""
+
+    def connect(tenant: str) -> Any:
+        import boto3
+        from botocore.config import Config
+
+        creds = aio["tenants"][tenant]
+        return boto3.client(
+            "s3", endpoint_url=aio["s3_url"], region_name=aio["s3_region"],
+            aws_access_key_id=creds["user"], aws_secret_access_key=creds["key"],
+            config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
 
     return connect
 

@@ -7,22 +7,16 @@ import io
 import time
 import uuid
 
-import boto3
 import pytest
 from boto3.s3.transfer import TransferConfig
-from botocore.config import Config
 
 pytestmark = pytest.mark.integration
 MIB = 1 << 20
 
 
 @pytest.fixture
-def s3(aio):
-    creds = aio["tenants"]["t3"]
-    return boto3.client(
-        "s3", endpoint_url=aio["s3_url"], region_name=aio["s3_region"],
-        aws_access_key_id=creds["user"], aws_secret_access_key=creds["key"],
-        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+def s3(s3_for):
+    return s3_for("t3")
 
 
 def active(client, target: str) -> list[int]:

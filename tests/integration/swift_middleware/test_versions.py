@@ -18,9 +18,7 @@ import os
 import uuid
 from urllib.parse import quote
 
-import boto3
 import pytest
-from botocore.config import Config
 from botocore.exceptions import ClientError
 from swiftclient.exceptions import ClientException
 
@@ -56,12 +54,8 @@ def filtered(request, t1, policies) -> str:
 
 
 @pytest.fixture
-def s3(aio):
-    creds = aio["tenants"]["t1"]
-    return boto3.client(
-        "s3", endpoint_url=aio["s3_url"], region_name=aio["s3_region"],
-        aws_access_key_id=creds["user"], aws_secret_access_key=creds["key"],
-        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+def s3(s3_for):
+    return s3_for("t1")
 
 
 def read(s3, bucket: str, key: str, **kwargs) -> bytes:

@@ -18,11 +18,9 @@ import time
 import uuid
 from pathlib import Path
 
-import boto3
 import pytest
 import requests
 from boto3.s3.transfer import TransferConfig
-from botocore.config import Config
 from swiftclient.exceptions import ClientException
 
 from iostack.swift_middleware.enforce.record import PIPELINE_HEADER
@@ -65,12 +63,8 @@ def secure(t1, policies) -> str:
 
 
 @pytest.fixture
-def s3(aio):
-    creds = aio["tenants"]["t1"]
-    return boto3.client(
-        "s3", endpoint_url=aio["s3_url"], region_name=aio["s3_region"],
-        aws_access_key_id=creds["user"], aws_secret_access_key=creds["key"],
-        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+def s3(s3_for):
+    return s3_for("t1")
 
 
 def test_s3_multipart_parts_are_stored_under_the_buckets_policy(aio, s3, secure, t1, stored):
