@@ -626,3 +626,23 @@ def test_a_policy_reverted_and_enforced_again_serves_the_new_object(aio, proxy, 
         assert resp.status_code == 200 and resp.content == new
     finally:
         client.close()
+
+
+def test_old_versions_read_right_through_a_caching_proxy(aio, proxy, http, cached_container):
+    """A version lives under a reserved name; whole and ranged reads of it through the
+    cache proxy (which does not keep versions: their container has no caching rule)."""
+    head = 128 * KIB
+    container = cached_container(f"SET CACHING WITH head={head // KIB}K, SET COMPRESSION")
+    http("POST", proxy.url(f"/{container}"), **{"X-Versions-Enabled": "true"})
+    old, new = os.urandom(1 * MIB + 7), os.urandom(300 * KIB)
+    http("PUT", proxy.url(f"/{container}/v"), old)
+    http("PUT", proxy.url(f"/{container}/v"), new)
+    listing = http("GET", proxy.url(f"/{container}?versions&format=json")).json()
+    version = [o["version_id"] for o in listing if o["name"] == "v"][-1]  # the oldest
+    url = proxy.url(f"/{container}/v?version-id={version}")
+    resp = http("GET", url, Range="bytes=20000-20999")
+    assert resp.status_code == 206 and resp.content == old[20000:21000]
+    assert http("GET", url).content == old
+    resp = http("GET", url, Range=f"bytes={head - 5}-{head + 5}")
+    assert resp.status_code == 206 and resp.content == old[head - 5:head + 6]
+    assert http("GET", proxy.url(f"/{container}/v")).content == new

@@ -7,6 +7,7 @@ import io
 import json
 import random
 import time
+from urllib.parse import quote
 
 import pytest
 import requests
@@ -300,3 +301,24 @@ def test_the_proxy_info_lists_what_iostack_select_offers(aio):
     assert offered["filter_header"] == "X-Iostack-Filter"
     assert offered["max_first_line"] > 0 and offered["max_params"] > 0
     assert offered["parquet_limits"]["max_footer"] > 0
+
+
+@pytest.mark.parametrize("stage", ["proxy", "object"])
+def test_selection_reads_the_object_named_and_the_version_asked(t1, container, http, stage):
+    """Names with '%xx', '?', unicode and '/' and ``?version-id=`` reach that very object."""
+    old, new = log_body(40, seed=1), log_body(40, seed=2)
+    t1.post_container(container, {"X-Versions-Enabled": "true"})
+    names = ["p%25c.csv", "q?x.csv", "dir/ü ñ.csv", "p%2Fx.csv"]
+    for name in names:
+        t1.put_object(container, name, old)
+        t1.put_object(container, name, new)
+    listing = t1.get_container(container, query_string="versions")[1]
+    for name in names:
+        path = f"{container}/{quote(name)}"
+        answer = http(path, {"X-Iostack-Stage": stage, **select_headers(columns="url")})
+        assert answer.status_code == 200, (name, answer.text)
+        assert parsed(answer.content) == [[r[2]] for r in parsed(new)], name
+        oldest = [o["version_id"] for o in listing if o["name"] == name][-1]
+        answer = http(path, {"X-Iostack-Stage": stage, **select_headers(columns="url")},
+                      **{"version-id": oldest})
+        assert parsed(answer.content) == [[r[2]] for r in parsed(old)], name
