@@ -35,7 +35,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import parse_qs, unquote, urlencode
 
 from swift.common.request_helpers import split_reserved_name
 from swift.common.swob import Request, wsgi_quote, wsgi_to_str
@@ -212,11 +212,14 @@ class RequestView:
         self._attributes_read = True
         if self._app is None or not self.obj:
             return
-        head = Request.blank(wsgi_quote(self.path_info))
+        # Of the client's query only the version it names: the rest (a selection
+        # asked by query, multipart-manifest=...) would change what the HEAD answers.
+        version = parse_qs(self._env.get("QUERY_STRING", "")).get("version-id")
+        query = f"?{urlencode({'version-id': version[0]})}" if version else ""
+        head = Request.blank(wsgi_quote(self.path_info) + query)
         head.environ.update({k: self._env[k] for k in
                              ("swift.authorize", "swift.authorize_override", "swift.trans_id",
-                              "swift.infocache", "swift.cache", "REMOTE_USER",
-                              "QUERY_STRING")  # ?version-id=: that version's attributes
+                              "swift.infocache", "swift.cache", "REMOTE_USER")
                              if k in self._env})
         head.environ.update({"REQUEST_METHOD": "HEAD", "swift.source": SUBREQUEST_SOURCE})
         head.environ[ENV_KEY] = RequestView(head.environ, self.account, self.container,

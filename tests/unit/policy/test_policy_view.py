@@ -116,6 +116,21 @@ def test_get_conditions_read_the_stored_objects_attributes_once():
     assert view.size == 5000 and view.tags == {"class": "hot"}
 
 
+
+def test_get_conditions_of_a_version_read_that_version():
+    app = FakeSwift()
+    queries = []
+
+    def recording(env, start_response):
+        queries.append(env["QUERY_STRING"])
+        return app(env, start_response)
+
+    env = Request.blank("/v1/AUTH_t1/c/o?version-id=17.5&iostack-filter=csv_select").environ
+    view = view_for(env, recording)
+    view.resolution(CountingReader([size_rule("bandwidth")]))
+    # The version asked for, and nothing else of the client's query.
+    assert app.calls == [("HEAD", "/v1/AUTH_t1/c/o")] and queries == ["version-id=17.5"]
+
 def test_no_head_without_attribute_conditions():
     app = FakeSwift()
     view = view_for(Request.blank("/v1/AUTH_t1/c/o").environ, app)
