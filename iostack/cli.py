@@ -17,6 +17,7 @@ import argparse
 import importlib
 import sys
 import textwrap
+import warnings
 from types import ModuleType
 
 COMMAND_MODULES = (
@@ -165,7 +166,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Warnings a library raises at its own import, about its own code: nothing an
+# admin can act on, and they would bury the command's messages on stderr.
+# (dnspython, imported through Swift's eventlet, touches DSA; cryptography 48+
+# deprecates it.)
+THIRD_PARTY_IMPORT_WARNINGS = (
+    (r"DSA is deprecated", r"dns\."),
+)
+
+
 def main(argv: list[str] | None = None) -> int:
+    for message, module in THIRD_PARTY_IMPORT_WARNINGS:
+        warnings.filterwarnings("ignore", message=message, module=module)
     args = build_parser().parse_args(argv)
     return int(args.func(args) or 0)
 

@@ -24,8 +24,14 @@ not never: a master that wakes up before it notices its replicas left
 still takes writes for a moment (seen in about half of the tries of a
 hand-made test, so no test claims more). For policies the controller's
 guardian covers that: a store found below the highest version it
-journaled is restored from the journal. The set counts as started when its
-master takes writes (``writable``).
+journaled is restored from the journal.
+
+The set counts as started when it can survive its master (``ready``): the
+master takes writes, and every Sentinel knows both replicas and the other
+two Sentinels. Sentinels learn replicas only from the master's ``INFO``
+(every 10 s) and each other only through the master's and replicas'
+``__sentinel__:hello`` channel; a master lost before that leaves Sentinels
+with no replica to promote, and none can be learned from a dead master.
 
 Every process binds 127.0.0.1 only (the storage nodes never talk to Redis)
 and requires the stack's generated password (``redis_password``), servers
@@ -73,6 +79,10 @@ class RedisSetError(RuntimeError):
     """A member cannot be started (its program is missing)."""
 
 
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
 def _program(name: str) -> str:
     path = shutil.which(name)
     if not path:
@@ -106,7 +116,12 @@ class RedisSet:
             if not self.processes.find(name):
                 self._start_sentinel(name, master)
 
-    def writable(self) -> bool:
+    def ready(self) -> bool:
+        """Whether the set would survive its master now: it takes writes, and every
+        Sentinel could fail it over (see the module docstring)."""
+        return self._writable() and all(self._can_fail_over(name) for name in SENTINELS)
+
+    def _writable(self) -> bool:
         """Whether the master the Sentinels name answers and has ``MIN_REPLICAS`` in sync."""
         client = connect(self.url)
         try:
@@ -116,6 +131,16 @@ class RedisSet:
             return False
         finally:
             client.close()
+
+    def _can_fail_over(self, sentinel: str) -> bool:
+        """Whether ``sentinel`` knows every replica and every other Sentinel."""
+        try:
+            fields = self._client(sentinel).execute_command("SENTINEL", "MASTER", SERVICE)
+        except redis.RedisError:
+            return False
+        state = {_text(k): _text(v) for k, v in zip(fields[::2], fields[1::2])}
+        return (int(state.get("num-slaves", 0)) >= len(SERVERS) - 1
+                and int(state.get("num-other-sentinels", 0)) >= len(SENTINELS) - 1)
 
     def current_master(self) -> int | None:
         """The master's port as a running Sentinel, else a running server, says; or None."""

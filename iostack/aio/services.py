@@ -331,7 +331,7 @@ class Services:
                 members.start()
             except RedisSetError as exc:
                 raise ServiceError(str(exc)) from None
-            self._starting["redis"] = members.writable
+            self._starting["redis"] = members.ready
             return ServiceInfo(url=members.url, private=True, members=members.ports)
         binary = self._require("redis-server")
         port = free_port(self._previous_port("redis"), avoid=self.reserved)

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 from iostack.cli import EXAMPLES, build_parser, leaf_parsers
 
@@ -27,3 +31,15 @@ def test_help_is_plain_text_without_rest_markup():
     assert "IOStack: storage policies" in parser.format_help()
     for words, verb in {"": parser, **leaf_parsers(parser)}.items():
         assert not [t for t in help_texts(verb) if "``" in t], words
+
+
+def test_a_verb_s_error_is_all_it_writes_to_stderr(tmp_path):
+    # No all-in-one in tmp_path: the verb fails with its own one-line message,
+    # and no library's import-time warning comes before it.
+    exe = Path(sys.executable).with_name("iostack")
+    run = subprocess.run([str(exe), "policy", "list"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=60, check=False,
+                         env={"PATH": os.environ["PATH"], "HOME": str(tmp_path)})
+    assert run.returncode != 0
+    assert run.stderr.startswith("iostack: no all-in-one found"), run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1, run.stderr
