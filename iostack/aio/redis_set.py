@@ -138,7 +138,7 @@ class RedisSet:
             fields = self._client(sentinel).execute_command("SENTINEL", "MASTER", SERVICE)
         except redis.RedisError:
             return False
-        state = {_text(k): _text(v) for k, v in zip(fields[::2], fields[1::2])}
+        state = {_text(k): _text(v) for k, v in zip(fields[::2], fields[1::2], strict=True)}
         return (int(state.get("num-slaves", 0)) >= len(SERVERS) - 1
                 and int(state.get("num-other-sentinels", 0)) >= len(SENTINELS) - 1)
 
