@@ -32,7 +32,7 @@ from pathlib import Path
 from common import Client, auth, group_cpu_seconds, print_table, stack
 
 from iostack.aio.processes import ProcessManager
-from iostack.controller.api import create_app
+from iostack.controller.app import create_app
 from iostack.monitoring.aggregator import Aggregator
 from iostack.policy.connection import connect
 

@@ -1,7 +1,7 @@
 """What one stored object went through, and whether today's policy would store it differently.
 
 Everything about the stored form comes from one raw HEAD (``swift_access``):
-the two layers' filter records (``iostack.swift_middleware.enforce.record``),
+the two layers' filter records (``iostack.stored_object``),
 the stored length, the tenant's length and ETag. Today's pipeline is that of
 a PUT of the same object (its size, type, user metadata and age), resolved
 from the proxies' policy store by the resolution they run (``explain``'s).
@@ -24,14 +24,16 @@ from swift.common.utils import Timestamp
 from iostack.filters.errors import FilterError
 from iostack.filters.library import get_filter
 from iostack.filters.metadata import FilterMetadata
-from iostack.swift_middleware.enforce.record import (
+from iostack.stored_object import (
+    CODE_KEY,
     OBJECT_LAYER,
+    STORLET_KEY,
     TENANT_LAYER,
     AppliedFilter,
     Layer,
+    is_sandboxed,
     load_pipeline,
 )
-from iostack.swift_middleware.enforce.sandboxed import CODE_KEY, STORLET_KEY, is_sandboxed
 
 SECRET = "***"  # noqa: S105 - the mask shown for secret values
 LAYERS: dict[str, Layer] = {"proxy": TENANT_LAYER, "object": OBJECT_LAYER}

@@ -77,7 +77,7 @@ from iostack.policy.reader import PolicyReader
 from iostack.policy.redis_keys import KeySpace
 from iostack.policy.resolve import resolve
 from iostack.policy.view import AGE_HEADER
-from iostack.swift_middleware.enforce.record import OVERRIDE_PREFIX, SYSMETA_PREFIX
+from iostack.stored_object import OVERRIDE_PREFIX, SYSMETA_PREFIX
 
 LOG = logging.getLogger("iostack.reconcile")
 

@@ -28,7 +28,8 @@ from swift.common import constraints, storage_policy, utils
 from swift.common.internal_client import InternalClient
 from swift.common.wsgi import ConfigString
 
-RAW_HEADER = "X-Backend-Iostack-Raw"  # iostack.swift_middleware.enforce.object.RAW_HEADER
+from iostack.stored_object import RAW_HEADER
+
 USER_AGENT = "iostack-atrest"
 _setup_lock = threading.Lock()
 _configured: set[str] = set()

@@ -31,9 +31,10 @@ import redis
 from iostack.controller import builtins
 from iostack.dsl.checker import check_text
 from iostack.dsl.errors import DSLError
-from iostack.dsl.vocabulary import Metric, QosClass, Vocabulary
+from iostack.dsl.vocabulary import QosClass, Vocabulary
 from iostack.filters.metadata import FilterMetadata
 from iostack.filters.regex import RegexError, compile_regex
+from iostack.monitoring.metric import Metric
 from iostack.policy.changes import announce
 from iostack.policy.redis_keys import KeySpace
 

@@ -37,7 +37,7 @@ from typing import Any
 
 from werkzeug.serving import make_server
 
-from iostack.controller.api import create_app
+from iostack.controller.app import create_app
 from iostack.controller.control_loop import ControlLoop
 from iostack.controller.guardian import JOURNAL_FILE, StoreGuardian
 from iostack.controller.registry import Registries

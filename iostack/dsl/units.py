@@ -37,9 +37,6 @@ SIZE_UNITS = {
 OPS_UNITS = {"ops": 1, "iops": 1, "ops/s": 1, "iops/s": 1}
 DURATION_UNITS = {"ms": 0.001, "s": 1, "sec": 1, "min": 60, "h": 3600, "d": 86400}
 
-# What a value measures once its unit is known ("number" when it has none).
-KINDS = ("number", "size", "rate", "ops", "duration")
-
 _RATE = re.compile(r"^(?P<size>[a-z]+?)(?:ps|/s)$")
 # Bits: a prefix and a lower-case "b" or "bit" (case matters here, and only here).
 _BITS = re.compile(r"^(?P<prefix>[kKmMgGtT]i?)?(?:b|bit)(?P<rate>ps|/s)?$")

@@ -12,29 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from iostack.dsl.units import KINDS
 from iostack.filters.metadata import FilterMetadata
-
-
-@dataclass(frozen=True)
-class Metric:
-    """A workload metric a ``WHEN`` clause may test; ``kind`` is a unit kind (``units.KINDS``)."""
-
-    name: str
-    kind: str = "number"
-    description: str = ""
-
-    def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"metric {self.name!r}: kind must be one of {', '.join(KINDS)}")
-
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "description": self.description}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Metric:
-        return cls(str(data["name"]).upper(), data.get("kind", "number"),
-                   data.get("description", ""))
+from iostack.monitoring.metric import Metric
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from iostack.dsl.vocabulary import Metric
 from iostack.monitoring.counters import percentile
+from iostack.monitoring.metric import Metric
 
 LOG = logging.getLogger(__name__)
 

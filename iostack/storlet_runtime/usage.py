@@ -18,7 +18,6 @@ objects; a stored-data index would replace it.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
@@ -26,11 +25,9 @@ from pathlib import Path
 from swift.common import utils
 from swift.common.internal_client import InternalClient
 
+from iostack.filters.errors import IntegrityError
+from iostack.stored_object import CODE_KEY, PIPELINE_HEADER, STORLET_KEY, load_pipeline
 from iostack.storlet_runtime.swift_conf import internal_client_conf_path
-
-PIPELINE_HEADER = "x-object-sysmeta-iostack-pipeline"
-STORLET_KEY = "iostack.storlet"
-CODE_KEY = "iostack.code_sha256"
 
 
 def internal_client(swift_dir: str | Path) -> InternalClient:
@@ -42,17 +39,13 @@ def internal_client(swift_dir: str | Path) -> InternalClient:
 
 def referenced_versions(metadata: dict[str, str], storlets: set[str]) -> set[str]:
     """The SHA-256 of each of ``storlets`` that an object's record says encoded it."""
-    text = {k.lower(): v for k, v in metadata.items()}.get(PIPELINE_HEADER)
+    text = {k.lower(): v for k, v in metadata.items()}.get(PIPELINE_HEADER.lower())
     try:
-        entries = json.loads(text) if text else []
-    except ValueError:
+        entries = load_pipeline(text) if text else []
+    except IntegrityError:  # a damaged record names no version
         return set()
-    found = set()
-    for entry in entries if isinstance(entries, list) else ():
-        meta = entry.get("meta") if isinstance(entry, dict) else None
-        if isinstance(meta, dict) and meta.get(STORLET_KEY) in storlets:
-            found.add(str(meta.get(CODE_KEY, "")))
-    return found
+    return {entry.meta.get(CODE_KEY, "") for entry in entries
+            if entry.meta.get(STORLET_KEY) in storlets}
 
 
 def count_versions(client: InternalClient, accounts: Iterable[str],

@@ -34,12 +34,13 @@ def test_help_is_plain_text_without_rest_markup():
 
 
 def test_a_verb_s_error_is_all_it_writes_to_stderr(tmp_path):
-    # No all-in-one in tmp_path: the verb fails with its own one-line message,
+    # No all-in-one in an empty state dir: the verb fails with its own one-line message,
     # and no library's import-time warning comes before it.
     exe = Path(sys.executable).with_name("iostack")
     run = subprocess.run([str(exe), "policy", "list"], cwd=tmp_path, capture_output=True,
                          text=True, timeout=60, check=False,
-                         env={"PATH": os.environ["PATH"], "HOME": str(tmp_path)})
+                         env={"PATH": os.environ["PATH"], "HOME": str(tmp_path),
+                              "IOSTACK_STATE_DIR": str(tmp_path)})
     assert run.returncode != 0
     assert run.stderr.startswith("iostack: no all-in-one found"), run.stderr
     assert len(run.stderr.strip().splitlines()) == 1, run.stderr

@@ -17,7 +17,7 @@ secret redaction), ``service`` (health, OpenAPI), ``policies``, ``history``
 ``metrics``, ``monitoring``, ``qos``, ``simulate`` (jobs of ``policy
 simulate``), and ``registries`` (the routes every
 registry has; classes, groups, object types). The console (``ui``) uses the
-helpers this package exports.
+helpers this package exports; ``iostack.controller.app`` mounts both.
 
 The OpenAPI document (``iostack.controller.openapi``) is served at
 ``/v1/openapi.json``; a test keeps it and the routes in step.
@@ -25,10 +25,7 @@ The OpenAPI document (``iostack.controller.openapi``) is served at
 
 from __future__ import annotations
 
-from typing import Any
-
-import redis
-from flask import Blueprint, Flask
+from flask import Blueprint
 
 from iostack.controller.api import (
     explain,
@@ -49,9 +46,9 @@ from iostack.controller.api.explain import explain_json, explain_volume
 from iostack.controller.api.history import history_diff, history_entries, version_number
 from iostack.controller.api.policies import redact_result, with_actors
 
-__all__ = ["Controller", "control_loop", "create_app", "ctl", "error_response", "explain_json",
+__all__ = ["Controller", "control_loop", "ctl", "error_response", "explain_json",
            "explain_volume", "history_diff", "history_entries", "redact", "redact_result",
-           "version_number", "with_actors"]
+           "v1", "version_number", "with_actors"]
 
 v1 = Blueprint("v1", __name__, url_prefix="/v1")
 for resource in (service.bp, policies.bp, history.bp, tenants.bp, explain.bp, volumes.bp,
@@ -59,14 +56,3 @@ for resource in (service.bp, policies.bp, history.bp, tenants.bp, explain.bp, vo
                  registries.groups, registries.object_types):
     v1.register_blueprint(resource)
 
-
-def create_app(config: dict[str, Any], client: redis.Redis | None = None) -> Flask:
-    app = Flask("iostack.controller")
-    app.config["MAX_CONTENT_LENGTH"] = int(config.get("max_body_bytes", 1 << 20))
-    app.extensions["iostack"] = Controller(config, client)
-    app.register_blueprint(v1)
-    app.register_error_handler(Exception, error_response)
-    from iostack.controller import ui  # the console uses this package's helpers
-
-    ui.register(app)
-    return app

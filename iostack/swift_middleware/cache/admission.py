@@ -24,7 +24,7 @@ from iostack.filters.caching import METADATA
 from iostack.filters.library import get_filter
 from iostack.filters.metadata import FilterMetadata
 from iostack.policy.resolve import Level, RequestInfo, resolve
-from iostack.swift_middleware.enforce.record import SIZE_HEADER
+from iostack.stored_object import SIZE_HEADER
 
 
 def caching_rules(levels: list[Level]) -> list[dict[str, Any]]:

@@ -28,9 +28,10 @@ from iostack.filters.base import ByteSource, FilterContext
 from iostack.filters.errors import FilterError, IntegrityError
 from iostack.filters.library import get_filter
 from iostack.filters.records import prepend
-from iostack.swift_middleware.enforce.record import (
+from iostack.stored_object import (
     AppliedFilter,
     Layer,
+    is_sandboxed,
     load_pipeline,
     original_size,
 )
@@ -38,7 +39,7 @@ from iostack.swift_middleware.enforce.sandbox_object import (
     MIN_STORED_BYTES,
     ObjectNodeSandboxedView,
 )
-from iostack.swift_middleware.enforce.sandboxed import SandboxedView, is_sandboxed
+from iostack.swift_middleware.enforce.sandboxed import SandboxedView
 from iostack.swift_middleware.enforce.source import SwiftObjectSource
 from iostack.swift_middleware.streams import closing
 

@@ -43,7 +43,7 @@ from swift.common.swob import (
 
 from iostack.filters.base import Encoder
 from iostack.filters.errors import FilterError, FilterUnavailable
-from iostack.swift_middleware.enforce.record import (
+from iostack.stored_object import (
     ETAG_HEADER,
     PIPELINE_HEADER,
     SIZE_HEADER,

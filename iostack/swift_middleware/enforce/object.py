@@ -50,22 +50,20 @@ from iostack.filters.library import get_filter
 from iostack.filters.offload import offload_from_conf
 from iostack.filters.tenant_keys import KeyFileProvider
 from iostack.policy.logs import route_to_swift
-from iostack.swift_middleware.enforce.decode import decoded_response, is_filtered
-from iostack.swift_middleware.enforce.encode import READ_CHUNK, EncodingInput
-from iostack.swift_middleware.enforce.record import (
+from iostack.stored_object import (
     ETAG_HEADER,
     OBJECT_FILTERS_HEADER,
     OBJECT_LAYER,
+    RAW_HEADER,
     SIZE_HEADER,
     AppliedFilter,
     dump_pipeline,
 )
+from iostack.swift_middleware.enforce.decode import decoded_response, is_filtered
+from iostack.swift_middleware.enforce.encode import READ_CHUNK, EncodingInput
 
 MIME_BOUNDARY = "X-Backend-Obj-Multipart-Mime-Boundary"
 IGNORE_RANGE = "X-Backend-Ignore-Range-If-Metadata-Present"
-# Asks for the stored bytes and records undecoded. Proxies strip X-Backend-*
-# headers from clients, so only callers on the storage network can send it.
-RAW_HEADER = "X-Backend-Iostack-Raw"
 METADATA_FOOTER = "X-Backend-Obj-Metadata-Footer"
 
 

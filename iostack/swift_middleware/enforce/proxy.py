@@ -81,15 +81,7 @@ from iostack.policy.logs import route_to_swift
 from iostack.policy.reader import PolicyReader, PolicyStoreUnavailable
 from iostack.policy.resolve import PipelineEntry
 from iostack.policy.view import RequestView, view_for
-from iostack.swift_middleware.enforce.decode import decoded_response, is_filtered
-from iostack.swift_middleware.enforce.encode import (
-    BodyLookahead,
-    EncodingInput,
-    install_footers,
-    install_record,
-)
-from iostack.swift_middleware.enforce.pins import pin_write_refused
-from iostack.swift_middleware.enforce.record import (
+from iostack.stored_object import (
     ETAG_HEADER,
     OBJECT_FILTERS_HEADER,
     OBJECT_LAYER,
@@ -98,6 +90,14 @@ from iostack.swift_middleware.enforce.record import (
     TENANT_LAYER,
     AppliedFilter,
 )
+from iostack.swift_middleware.enforce.decode import decoded_response, is_filtered
+from iostack.swift_middleware.enforce.encode import (
+    BodyLookahead,
+    EncodingInput,
+    install_footers,
+    install_record,
+)
+from iostack.swift_middleware.enforce.pins import pin_write_refused
 from iostack.swift_middleware.enforce.sandbox_object import STAGES as SANDBOXED_DECODE_STAGES
 from iostack.swift_middleware.enforce.sandboxed import SandboxedEncoder
 from iostack.swift_middleware.shared_reader import reader_settings, shared_reader

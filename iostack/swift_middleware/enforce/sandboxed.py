@@ -14,7 +14,7 @@ the bytes it streams in, so the decode starts before they have all arrived.
 The record of a sandboxed filter carries ``runtime``, ``storlet``, the
 ``length`` of the bytes it encoded (a view must know its length before it
 reads) and the SHA-256 of the code that encoded them, so a GET needs no
-policy lookup to decode it.
+policy lookup to decode it (the keys: ``iostack.stored_object``).
 
 Trust: the storlet code of a filter lives in the tenant's own ``storlet``
 container, which the tenant can overwrite. So the code is pinned to what the
@@ -47,12 +47,9 @@ from swift.common.utils import close_if_possible
 from iostack.filters.base import ByteSource, FilterContext, RangedSource
 from iostack.filters.errors import FilterError, FilterUnavailable
 from iostack.filters.metadata import FilterMetadata
+from iostack.stored_object import CODE_KEY, LENGTH_KEY, RUNTIME_KEY, STORLET_KEY
 from iostack.storlet_runtime.packaging import filter_storlet, storlet_name
 
-RUNTIME_KEY = "iostack.runtime"
-STORLET_KEY = "iostack.storlet"
-LENGTH_KEY = "iostack.length"
-CODE_KEY = "iostack.code_sha256"
 ENCODED_LENGTH = "Iostack-Encoded-Length"
 
 
@@ -202,6 +199,3 @@ def _reason(exc: Exception) -> str:
         return exc.body.decode(errors="replace").strip()
     return str(exc)
 
-
-def is_sandboxed(sysmeta: dict[str, str]) -> bool:
-    return sysmeta.get(RUNTIME_KEY) == "storlet"

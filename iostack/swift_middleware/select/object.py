@@ -55,7 +55,7 @@ from iostack.filters.library import get_filter
 from iostack.filters.parquet_select import ParquetLimits
 from iostack.filters.records import MAX_RECORD
 from iostack.policy.logs import route_to_swift
-from iostack.swift_middleware.enforce.record import TENANT_LAYER
+from iostack.stored_object import TENANT_LAYER
 from iostack.swift_middleware.select.engine import Answer, SelectError, Selecting
 from iostack.swift_middleware.select.frames import (
     BACKEND_SELECTED_HEADER,

@@ -73,7 +73,7 @@ from iostack.aio.session import aio_command, redis_set_of, seconds_until_accepte
 from iostack.controller.client import ControllerClient, ControllerError
 from iostack.doctor.cli import diagnose, find_configs
 from iostack.monitoring.bus import Consumer, metrics_exchange, wait_connected
-from iostack.swift_middleware.enforce.record import PIPELINE_HEADER
+from iostack.stored_object import PIPELINE_HEADER
 
 pytestmark = pytest.mark.integration
 

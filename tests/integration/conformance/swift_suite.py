@@ -75,7 +75,7 @@ from iostack.aio.session import started_stack
 from iostack.aio.state import write_private_text
 from iostack.aio.swift import launcher_command
 from iostack.controller.client import ControllerClient
-from iostack.swift_middleware.enforce.record import PIPELINE_HEADER
+from iostack.stored_object import PIPELINE_HEADER
 
 CHECKOUT = Path(__file__).resolve().parents[3]
 BUILD = CHECKOUT / "build" / "swift-tests"

@@ -34,7 +34,7 @@ from iostack.aio.services import free_port, wait_until
 from iostack.aio.session import aio_command, start_on_free_ports
 from iostack.controller.client import ControllerClient
 from iostack.policy.snapshot import SnapshotFile
-from iostack.swift_middleware.enforce.record import PIPELINE_HEADER
+from iostack.stored_object import PIPELINE_HEADER
 from tests.conftest import read_stored
 
 pytestmark = pytest.mark.integration

@@ -23,7 +23,7 @@ import requests
 from boto3.s3.transfer import TransferConfig
 from swiftclient.exceptions import ClientException
 
-from iostack.swift_middleware.enforce.record import PIPELINE_HEADER
+from iostack.stored_object import PIPELINE_HEADER
 
 pytestmark = pytest.mark.integration
 PIPELINE = PIPELINE_HEADER.lower()

@@ -83,7 +83,7 @@ def app_config(keys, tmp_path, shared_redis_url):
 
 @pytest.fixture
 def client(app_config, redis_client):
-    from iostack.controller.api import create_app
+    from iostack.controller.app import create_app
 
     app = create_app(app_config)
     app.extensions["iostack"].registries.seed()

@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from iostack.aio.services import wait_until
-from iostack.controller.api import create_app
+from iostack.controller.app import create_app
 from iostack.controller.openapi import openapi_document
 
 

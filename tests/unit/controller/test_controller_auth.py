@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from iostack.controller.api import create_app
+from iostack.controller.app import create_app
 from iostack.controller.auth import Authenticator, AuthError
 
 SERVICE_TOKEN = "service-token"

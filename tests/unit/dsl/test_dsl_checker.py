@@ -8,8 +8,9 @@ from hypothesis import strategies as st
 
 from iostack.dsl import DSLError
 from iostack.dsl.checker import CheckedAction, check_text
-from iostack.dsl.vocabulary import Metric, QosClass
+from iostack.dsl.vocabulary import QosClass
 from iostack.filters.metadata import FilterMetadata, Param
+from iostack.monitoring.metric import Metric
 
 
 def error_of(text, vocab) -> str:

@@ -8,8 +8,8 @@ import eventlet
 import pytest
 from swift.common.swob import HTTPException, Request
 
+from iostack.stored_object import AppliedFilter
 from iostack.swift_middleware.enforce.encode import BodyLookahead, EncodingInput
-from iostack.swift_middleware.enforce.record import AppliedFilter
 
 
 class Reframe:

@@ -11,14 +11,14 @@ import json
 import pytest
 from fakeswift import FakeSwift, md5, request
 
-from iostack.swift_middleware.enforce.object import RAW_HEADER, filter_factory
-from iostack.swift_middleware.enforce.record import (
+from iostack.stored_object import (
     ETAG_HEADER,
     OBJECT_FILTERS_HEADER,
     OBJECT_LAYER,
     PIPELINE_HEADER,
     SIZE_HEADER,
 )
+from iostack.swift_middleware.enforce.object import RAW_HEADER, filter_factory
 
 PATH = "/sda1/0/AUTH_t1/c/o"
 BODY = b"".join(b"row %06d,object stage,some text\n" % n for n in range(10000))

@@ -18,13 +18,13 @@ from swift.common.swob import Request
 from iostack.filters.tenant_keys import create_key_file
 from iostack.policy.reader import PolicyReader, PolicyStoreUnavailable
 from iostack.policy.snapshot import PolicyState, SnapshotFile
-from iostack.swift_middleware.enforce.proxy import filter_factory
-from iostack.swift_middleware.enforce.record import (
+from iostack.stored_object import (
     ETAG_HEADER,
     OBJECT_FILTERS_HEADER,
     PIPELINE_HEADER,
     SIZE_HEADER,
 )
+from iostack.swift_middleware.enforce.proxy import filter_factory
 from iostack.swift_middleware.shared_reader import reader_settings
 
 PATH = "/v1/AUTH_t1/c/o"

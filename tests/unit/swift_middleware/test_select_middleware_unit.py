@@ -11,7 +11,7 @@ from fakeswift import FakeReader, FakeSwift, Stored, deny, request, rule, use_re
 from swift.common.swob import Request
 
 from iostack.policy.reader import PolicyStoreUnavailable
-from iostack.swift_middleware.enforce.record import PIPELINE_HEADER
+from iostack.stored_object import PIPELINE_HEADER
 from iostack.swift_middleware.select.engine import SelectError
 from iostack.swift_middleware.select.frames import (
     BACKEND_SELECTED_HEADER,

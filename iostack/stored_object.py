@@ -1,4 +1,11 @@
-"""What an object's sysmeta says about how IOStack stored it.
+"""The stored-object record: what an object's sysmeta says about how IOStack stored it.
+
+This module is the record's one home, shared by everything that writes or
+reads stored objects: the Swift middleware (encode, decode, select, cache),
+``atrest/`` (inspect, reconcile), the storlet runtime (which code versions
+objects still need) and the tests. It names the sysmeta headers, the
+backend headers the proxy and the object servers exchange about stored
+forms, and the keys a sandboxed filter's entry carries.
 
 Filters run in two layers: the proxy's (``ON PROXY``) and, below it, the
 object servers' (``ON OBJECT``). Each layer records what it did in its own
@@ -21,6 +28,18 @@ received (the proxy layer's output). GET and HEAD undo exactly what the
 records say, whatever the policies say today, lower layer first. Records are
 parsed as JSON and checked field by field: object metadata is never evaluated
 or unpickled.
+
+A filter that ran in the Storlets sandbox keeps four keys in its entry's
+``meta`` (``RUNTIME_KEY`` and the three after it): the runtime
+(``storlet``), the storlet's name, the length of the bytes it encoded and
+the SHA-256 of the code that encoded them, so a GET decodes without a policy
+lookup and with the very code that encoded.
+
+Backend headers (``X-Backend-*``: Swift's gatekeeper strips them from
+clients, so only the proxy or callers on the storage network send them):
+``X-Backend-Iostack-Object-Filters`` carries the ``ON OBJECT`` filters to
+the object servers; ``X-Backend-Iostack-Raw: true`` asks an object server
+for the stored bytes and records, undecoded (``atrest/`` reads so).
 """
 
 from __future__ import annotations
@@ -41,8 +60,16 @@ OBJECT_SYSMETA_PREFIX = SYSMETA_PREFIX + "Object-"
 # The proxy tells the object servers which filters to run ON OBJECT (gatekeeper
 # strips X-Backend-* headers from clients, so only the proxy can send it).
 OBJECT_FILTERS_HEADER = "X-Backend-Iostack-Object-Filters"
+RAW_HEADER = "X-Backend-Iostack-Raw"
 # Swift's header values are limited (8 KiB per line in the servers); keep well below.
 MAX_RECORD_BYTES = 4096
+
+
+# The keys of a sandboxed filter's entry ``meta``.
+RUNTIME_KEY = "iostack.runtime"
+STORLET_KEY = "iostack.storlet"
+LENGTH_KEY = "iostack.length"
+CODE_KEY = "iostack.code_sha256"
 
 
 @dataclass(frozen=True)
@@ -98,6 +125,11 @@ def load_pipeline(text: str) -> list[AppliedFilter]:
             raise IntegrityError(f"object sysmeta: bad filter record entry {item!r:.100}")
         applied.append(AppliedFilter(item["name"], item.get("params", {}), item.get("meta", {})))
     return applied
+
+
+def is_sandboxed(meta: Mapping[str, str]) -> bool:
+    """Whether a filter entry's ``meta`` says the Storlets sandbox encoded it."""
+    return meta.get(RUNTIME_KEY) == "storlet"
 
 
 def _str_map(value: Any) -> bool:
