@@ -29,12 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from iostack.block_bridge.frontends import NbdExport
 from iostack.block_bridge.native_lib import ensure_built
-from iostack.block_bridge.processes import (
-    Daemon,
-    free_port,
-    port_open,
-    wait_for,
-)
+from iostack.block_bridge.processes import Daemon, wait_for
+from iostack.ports import free_port, port_open
 
 KEY = bytes(range(64)).hex()
 CONFIGS = {"nop": "nop", "xor>bitrev": "xor(key=0x5a)>bitrev",

@@ -49,7 +49,7 @@ from common import (
 )
 
 from iostack.aio.processes import ProcessManager
-from iostack.aio.services import wait_until
+from iostack.ports import wait_until
 from iostack.swift_middleware.cache.store import CacheStore
 
 MIB = 1 << 20

@@ -27,9 +27,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from iostack.aio.processes import ProcessManager
-from iostack.aio.services import free_port, port_open, wait_until
 from iostack.aio.session import running_stack
 from iostack.controller.client import ControllerClient
+from iostack.ports import free_port, port_open, wait_until
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 

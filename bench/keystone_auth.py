@@ -29,11 +29,11 @@ from common import CHECKOUT, Client, body_of, human_size, print_table, put_get_o
 
 from iostack.aio.keystone import default_venv
 from iostack.aio.processes import ProcessManager
-from iostack.aio.services import free_port, port_open, wait_until
 from iostack.aio.session import started_stack
 from iostack.aio.stack import keystone_token
 from iostack.aio.swift import PROXY_PIPELINE
 from iostack.endpoints import default_state_dir
+from iostack.ports import free_port, port_open, wait_until
 
 TEMPAUTH_PROXY = "bench-tempauth-proxy"
 SIZES = (1 << 10, 10 << 20)

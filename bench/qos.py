@@ -79,7 +79,6 @@ import requests
 import swiftclient
 from common import print_table
 
-from iostack.aio.services import wait_until
 from iostack.aio.session import (
     aio_command,
     free_port_args,
@@ -89,6 +88,7 @@ from iostack.aio.session import (
 )
 from iostack.controller.client import ControllerClient
 from iostack.controller.qos import allocate
+from iostack.ports import wait_until
 
 MB = 1e6
 TENANTS = ("t1", "t2", "t3")

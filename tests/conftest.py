@@ -39,7 +39,6 @@ import swiftclient
 from swift.common import direct_client, utils
 from swift.common.ring import Ring
 
-from iostack.aio.services import free_port, wait_until
 from iostack.aio.session import (
     SharedServices,
     StackStartError,
@@ -48,6 +47,7 @@ from iostack.aio.session import (
     running_stack,
 )
 from iostack.controller.client import ControllerClient
+from iostack.ports import free_port, wait_until
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 TEST_STATE_DIR = Path(os.environ.get("IOSTACK_TEST_STATE_DIR", CHECKOUT / ".iostack-test"))

@@ -39,7 +39,6 @@ from urllib.parse import urlsplit
 
 from iostack.aio.config import AioConfig
 from iostack.aio.netns import NetworkPlan
-from iostack.aio.state import write_private_text
 from iostack.aio.swift import (
     RING_KINDS,
     RingDevice,
@@ -48,6 +47,7 @@ from iostack.aio.swift import (
     SwiftProcess,
     build_rings,
 )
+from iostack.private_files import write_private_text
 
 # Daemons of every storage node: name -> the server whose config they read.
 NODE_DAEMONS = {

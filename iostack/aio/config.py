@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from iostack.aio.devices import DEVICE_FILESYSTEMS
-from iostack.aio.state import private_dir, write_private_json
+from iostack.private_files import private_dir, write_private_json
 
 CONFIG_FILE = "etc/aio-config.json"
 NOT_SAVED = frozenset({"allow_unauthenticated_services"})

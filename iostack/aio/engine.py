@@ -34,7 +34,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from iostack.aio.state import private_dir, write_private_text
+from iostack.private_files import private_dir, write_private_text
 from iostack.storlet_runtime import engine_image
 from iostack.storlet_runtime.config import SandboxConfig
 from iostack.storlet_runtime.engine_seccomp import SYSTEM_SECCOMP, denied_syscalls, seccomp_profile

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from iostack.aio.state import private_dir, write_private_text
+from iostack.private_files import private_dir, write_private_text
 
 REQUIREMENTS = ("keystone>=30,<31", "uwsgi>=2.0.26,<2.1")
 INSTALLED_MARKER = ".iostack-installed"

@@ -32,7 +32,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from iostack.aio.state import write_private_json
+from iostack.private_files import write_private_json
 
 NETWORK_FILE = "etc/cluster-net.json"
 SUBNETS = ipaddress.ip_network("10.248.0.0/14")  # /24s from 10.248.0.0 to 10.251.255.0

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from iostack.aio.state import private_dir
+from iostack.private_files import private_dir
 
 
 def _stat_fields(pid: int | str) -> list[str] | None:

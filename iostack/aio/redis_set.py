@@ -61,8 +61,8 @@ from urllib.parse import quote
 import redis
 
 from iostack.aio.processes import ProcessManager
-from iostack.aio.state import private_dir, write_private_text
 from iostack.policy.connection import connect
+from iostack.private_files import private_dir, write_private_text
 
 SERVICE = "iostack"  # the Sentinels' name for the master
 SERVERS = ("redis", "redis2", "redis3")

@@ -10,7 +10,7 @@ import json
 import secrets
 from pathlib import Path
 
-from iostack.aio.state import write_private_json
+from iostack.private_files import write_private_json
 
 SECRETS_FILE = "etc/secrets.json"
 TENANTS = ("t1", "t2", "t3")

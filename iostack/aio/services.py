@@ -39,9 +39,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -52,7 +50,8 @@ from urllib.parse import quote, urlsplit
 from iostack.aio.processes import ProcessManager
 from iostack.aio.redis_set import SENTINELS, SERVERS, RedisSet, RedisSetError
 from iostack.aio.secrets import generated_secret
-from iostack.aio.state import private_dir, write_private_json, write_private_text
+from iostack.ports import free_port, port_open, wait_until
+from iostack.private_files import private_dir, write_private_json, write_private_text
 from iostack.service_probes import (
     UNIX_MEMCACHE,
     amqp_answers,
@@ -90,47 +89,6 @@ class ServiceInfo:
     port: int | None = None
     unauthenticated: str = ""  # why anyone may use it, when the operator allowed that
     members: dict[str, int] = field(default_factory=dict)  # a Redis set's process -> port
-
-
-def free_port(preferred: int | None = None, host: str = "127.0.0.1",
-              avoid: frozenset[int] = frozenset()) -> int:
-    """``preferred`` if nothing listens there, else a port the kernel says is free.
-
-    Ports in ``avoid`` (configured for components not started yet) are never
-    returned, however free they look now. Connections left in TIME_WAIT by a
-    server that just stopped do not count (SO_REUSEADDR, as servers bind): a
-    restarted Redis or RabbitMQ gets its port back, so its clients reconnect.
-    """
-    candidates = ([preferred] if preferred and preferred not in avoid else []) + [0] * 20
-    for port in candidates:
-        with socket.socket() as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                sock.bind((host, port))
-            except OSError:
-                continue
-            chosen = sock.getsockname()[1]
-        if chosen not in avoid:
-            return chosen
-    raise ServiceError("no free TCP port on loopback")
-
-
-def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
-def wait_until(check, timeout: float, interval: float = 0.1) -> bool:
-    deadline = time.monotonic() + timeout
-    while True:
-        if check():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(interval)
 
 
 ANSWERS = {"redis": redis_answers, "rabbitmq": amqp_answers, "memcached": memcached_answers}

@@ -39,10 +39,11 @@ import redis
 
 from iostack.aio.processes import ProcessManager
 from iostack.aio.redis_set import RedisSet
-from iostack.aio.services import Services, free_port
+from iostack.aio.services import Services
 from iostack.controller.client import ControllerClient, ControllerError
 from iostack.endpoints import AioNotRunning, load_aio_info
 from iostack.policy.connection import connect
+from iostack.ports import free_port
 from iostack.swift_middleware.shared_bucket import LESSEE_TTL, RedisLeases
 
 PORT_SETTINGS = ("proxy", "proxy2", "account", "container", "object", "controller", "block",

@@ -40,11 +40,8 @@ from iostack.aio.services import (
     ServiceInfo,
     Services,
     host_port,
-    port_open,
     redact,
-    wait_until,
 )
-from iostack.aio.state import write_private_json
 from iostack.aio.swift import (
     DAEMONS,
     RESELLER_PREFIX,
@@ -55,6 +52,8 @@ from iostack.aio.swift import (
 )
 from iostack.endpoints import AIO_INFO_FILE
 from iostack.policy.connection import connect
+from iostack.ports import NoFreePortError, port_open, wait_until
+from iostack.private_files import write_private_json
 from iostack.storlet_runtime.cgroups import CGROUP_FS
 from iostack.storlet_runtime.engine_image import ImageError
 from iostack.storlet_runtime.swift_conf import gateway_conf_path
@@ -117,7 +116,8 @@ class AllInOne:
         mounted_before = devices.mounted(devices_dir)
         try:
             return self._start(secrets)
-        except (AioError, ServiceError, NetworkError, KeystoneError, ValueError) as exc:
+        except (AioError, ServiceError, NoFreePortError, NetworkError, KeystoneError,
+                ValueError) as exc:
             for name in self.processes.names():
                 if name not in already:
                     self.processes.stop(name)

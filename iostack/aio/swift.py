@@ -34,8 +34,8 @@ from pathlib import Path
 from iostack.aio import devices, keystone
 from iostack.aio.config import AioConfig
 from iostack.aio.secrets import TENANTS
-from iostack.aio.state import private_dir, write_private_text
 from iostack.filters.tenant_keys import create_key_file
+from iostack.private_files import private_dir, write_private_text
 from iostack.storlet_runtime import swift_conf as storlet_conf
 
 RESELLER_PREFIX = "AUTH_"

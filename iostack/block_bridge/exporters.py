@@ -32,8 +32,9 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
+from iostack.private_files import write_private_text
+
 from .access import IscsiAccess
-from .files import write_private
 from .frontends import FuseVolume
 from .processes import Daemon, DaemonError
 from .tgt import Tgtd
@@ -149,7 +150,7 @@ class LioExporter:
         rts = self.rtslib
         conf = self.conf_path(record.name)
         # 0600: the spec may hold an aes_xts key (the handler refuses a readable file).
-        write_private(conf, f"backing={record.backing}\nspec={record.spec}\n"
+        write_private_text(conf, f"backing={record.backing}\nspec={record.spec}\n"
                             f"filter_dir={self.filter_dir}\n")
         created: list[Any] = []
         try:

@@ -15,8 +15,10 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from iostack.ports import port_open
+
 from .native_lib import BUILD_DIR, default_filter_dir
-from .processes import Daemon, port_open, wait_for
+from .processes import Daemon, wait_for
 
 
 def _mounted(path: Path) -> bool:

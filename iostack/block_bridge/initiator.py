@@ -25,7 +25,7 @@ import subprocess
 from collections.abc import Callable, Collection
 from pathlib import Path
 
-from .processes import port_open
+from iostack.ports import port_open
 
 INITIATOR_FILE = Path("/etc/iscsi/initiatorname.iscsi")
 HOST_RE = re.compile(r"^[A-Za-z0-9.:\[\]-]{1,255}$")

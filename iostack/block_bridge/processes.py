@@ -4,15 +4,14 @@ Each is started in its own session with its output in a log file, and
 stopped by its pid only (never by name): SIGTERM, then SIGKILL if it does
 not exit in time. A secret a daemon needs at start (a stack spec with an
 aes_xts key) is its standard input, an anonymous memory file, never an
-argument: any local user reads ``/proc/<pid>/cmdline``. ``free_port`` and
-``wait_for`` help tests and the service bring daemons up on private ports.
+argument: any local user reads ``/proc/<pid>/cmdline``. ``wait_for`` (with
+``iostack.ports``) helps tests and the service bring daemons up on private ports.
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -21,20 +20,6 @@ from pathlib import Path
 
 class DaemonError(RuntimeError):
     """A daemon failed to start or a control command failed."""
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
-
-
-def port_open(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 def wait_for(ready: Callable[[], bool], timeout: float, what: str,

@@ -67,10 +67,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from iostack.private_files import write_private_text
+
 from .access import AccessError, IscsiAccess
 from .attach import PolicyStacks, StorageGroups, with_group_limits
 from .exporters import LioExporter, TgtFuseExporter
-from .files import write_private
 from .initiator import Initiator
 from .native_lib import BUILD_DIR, default_filter_dir
 from .rpc import Dispatcher
@@ -186,7 +187,7 @@ def write_config(path: Path, state_dir: Path, **overrides: Any) -> ServiceConfig
                  "initiators": list(access.initiators)}
     config = ServiceConfig(user="admin", password=secrets.token_urlsafe(18),
                            state_dir=str(state_dir), **(generated | overrides))
-    write_private(Path(path), json.dumps(asdict(config), indent=1))
+    write_private_text(Path(path), json.dumps(asdict(config), indent=1))
     return config
 
 

@@ -20,8 +20,10 @@ import random
 import subprocess
 from pathlib import Path
 
+from iostack.ports import port_open
+
 from .access import IscsiAccess
-from .processes import Daemon, DaemonError, port_open, wait_for
+from .processes import Daemon, DaemonError, wait_for
 
 SOCKET_DIR = Path("/var/run/tgtd")
 

@@ -32,8 +32,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from iostack.private_files import write_private_text
+
 from .catalog import redact_spec, redact_text
-from .files import write_private
 from .native_lib import StackError, validate
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -231,5 +232,5 @@ class VolumeManager:
         return problems
 
     def _save(self) -> None:
-        write_private(self.dir / "volumes.json",
+        write_private_text(self.dir / "volumes.json",
                       json.dumps([asdict(r) for r in self.records.values()], indent=1))

@@ -49,7 +49,7 @@ import redis
 from iostack.controller.convergence import forget_gone, worker_reports
 from iostack.policy.changes import announce
 from iostack.policy.redis_keys import KeySpace, glob_escape
-from iostack.policy.snapshot import replace_durably
+from iostack.private_files import write_private_json
 
 LOG = logging.getLogger(__name__)
 JOURNAL_FILE = "policy-store.json"
@@ -144,7 +144,7 @@ class StoreGuardian:
                     "version": _s(version), "highest": self.highest,
                     "keys": {n: {"type": kinds[n], "value": v} for n, v in data.items()}}
         self.journal.parent.mkdir(parents=True, exist_ok=True)
-        replace_durably(self.journal, document)
+        write_private_json(self.journal, document, indent=None)
         self._journaled_version = _s(version)
         return True
 

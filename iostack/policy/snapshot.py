@@ -40,6 +40,7 @@ import redis
 from iostack.filters.metadata import FilterMetadata
 from iostack.policy.redis_keys import KeySpace, glob_escape
 from iostack.policy.resolve import Level, RequestInfo
+from iostack.private_files import write_private_json
 
 LOG = logging.getLogger(__name__)
 FORMAT = 1
@@ -165,24 +166,6 @@ class StateScript:
         return version, PolicyState.decode(version, marker, raw)
 
 
-def replace_durably(path: Path, document: Any) -> None:
-    """Replace ``path`` by ``document`` as JSON, owner-only: written beside it,
-    synced, renamed over it and the rename synced, so a crash leaves the old
-    file or the new one, never a part."""
-    partial = f"{path}.{os.getpid()}.tmp"
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(document, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(partial, path)
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
-
-
 class SnapshotFile:
     """A node's copy of the state on disk (see the module docstring)."""
 
@@ -221,7 +204,7 @@ class SnapshotFile:
                 return False
             document = {"format": FORMAT, "prefix": self.prefix, "version": state.version,
                         "marker": state.marker, "sha256": state.checksum(), "state": state.raw}
-            replace_durably(self.path, document)
+            write_private_json(self.path, document, indent=None)
             return True
         finally:
             os.close(lock)

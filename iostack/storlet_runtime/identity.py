@@ -43,6 +43,7 @@ import os
 import re
 from pathlib import Path
 
+from iostack.private_files import write_private_json
 from iostack.storlet_runtime.flock import held
 
 SCOPE_PREFIX_CHARS = 8
@@ -103,9 +104,5 @@ def _allocate(table: Path, run_dir: str, scope: str, base: int, count: int) -> i
             raise ScopeIdentityError(
                 f"all {count} sandbox uids from {base} are taken; raise sandbox_uid_count")
         uids[name] = free
-        tmp = table.with_name(table.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump(uids, f, sort_keys=True)
-        tmp.replace(table)
+        write_private_json(table, uids, indent=None)
         return free

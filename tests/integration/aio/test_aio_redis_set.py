@@ -17,8 +17,9 @@ import redis
 
 from iostack.aio.processes import ProcessManager
 from iostack.aio.redis_set import DOWN_AFTER_MS, FAILOVER_TIMEOUT_MS, SENTINELS, SERVERS
-from iostack.aio.services import Services, wait_until
+from iostack.aio.services import Services
 from iostack.policy.connection import connect
+from iostack.ports import wait_until
 
 pytestmark = pytest.mark.integration
 

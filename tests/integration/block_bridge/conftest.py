@@ -12,8 +12,8 @@ import pytest
 
 from iostack.block_bridge.access import IscsiAccess
 from iostack.block_bridge.native_lib import ensure_built
-from iostack.block_bridge.processes import free_port
 from iostack.block_bridge.tgt import Tgtd
+from iostack.ports import free_port
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,8 @@ import pytest
 from bb_helpers import make_backing, processes_showing, xts_encrypt
 
 from iostack.block_bridge.frontends import NbdExport
-from iostack.block_bridge.processes import DaemonError, free_port
+from iostack.block_bridge.processes import DaemonError
+from iostack.ports import free_port
 
 pytestmark = pytest.mark.integration
 

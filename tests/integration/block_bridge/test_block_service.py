@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 from bb_helpers import iscsi_rw, make_backing, processes_showing, xts_encrypt
 
-from iostack.block_bridge.processes import free_port, port_open, wait_for
+from iostack.block_bridge.processes import wait_for
 from iostack.block_bridge.service import write_config
+from iostack.ports import free_port, port_open
 
 pytestmark = pytest.mark.integration
 

@@ -10,8 +10,8 @@ import subprocess
 import pytest
 from bb_helpers import make_backing
 
-from iostack.block_bridge.files import write_private
 from iostack.block_bridge.native_lib import BUILD_DIR
+from iostack.private_files import write_private_text
 
 pytestmark = pytest.mark.integration
 
@@ -38,7 +38,7 @@ def volume(tmp_path, native_build):
     key = bytes(range(32)).hex()
 
     def configure(spec: str) -> None:
-        write_private(conf_dir / "vol1.conf",
+        write_private_text(conf_dir / "vol1.conf",
                       f"backing={backing}\nspec={spec}\nfilter_dir={BUILD_DIR / 'filters'}\n")
 
     configure(f"aes_xts(key={key})>xor(key=0x33)")

@@ -68,11 +68,11 @@ from swift_confs import pipeline, read_conf, set_pipeline, write_conf
 
 from iostack.aio.netns import ClusterNetwork
 from iostack.aio.processes import ProcessManager
-from iostack.aio.services import wait_until
 from iostack.aio.session import aio_command, redis_set_of, seconds_until_accepted
 from iostack.controller.client import ControllerClient, ControllerError
 from iostack.doctor.cli import diagnose, find_configs
 from iostack.monitoring.bus import Consumer, metrics_exchange, wait_connected
+from iostack.ports import wait_until
 from iostack.stored_object import PIPELINE_HEADER
 
 pytestmark = pytest.mark.integration

@@ -46,9 +46,9 @@ from urllib.parse import urlsplit
 import pytest
 import swiftclient
 
-from iostack.aio.services import wait_until
 from iostack.aio.session import proxies_leasing, redis_set_of, seconds_until_accepted
 from iostack.controller.client import ControllerClient
+from iostack.ports import wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -70,11 +70,11 @@ from swift.common import direct_client, utils
 from swift.common.ring import Ring
 
 from iostack.aio.processes import ProcessManager
-from iostack.aio.services import free_port, wait_until
 from iostack.aio.session import started_stack
-from iostack.aio.state import write_private_text
 from iostack.aio.swift import launcher_command
 from iostack.controller.client import ControllerClient
+from iostack.ports import free_port, wait_until
+from iostack.private_files import write_private_text
 from iostack.stored_object import PIPELINE_HEADER
 
 CHECKOUT = Path(__file__).resolve().parents[3]

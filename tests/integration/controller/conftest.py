@@ -18,7 +18,7 @@ import uuid
 import pytest
 import redis
 
-from iostack.aio.services import free_port
+from iostack.ports import free_port
 
 TOKEN = "integration-admin-" + uuid.uuid4().hex
 

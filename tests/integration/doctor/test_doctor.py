@@ -24,10 +24,10 @@ from urllib.parse import urlsplit
 import pytest
 from swift_confs import pipeline, read_conf, set_pipeline, write_conf
 
-from iostack.aio.services import free_port, wait_until
 from iostack.doctor import Finding
 from iostack.doctor.cli import diagnose
 from iostack.doctor.pipelines import READERS, find_configs
+from iostack.ports import free_port, wait_until
 
 pytestmark = pytest.mark.integration
 

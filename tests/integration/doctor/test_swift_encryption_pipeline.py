@@ -26,8 +26,8 @@ import pytest
 import swiftclient
 from swift_confs import pipeline, read_conf, set_pipeline, write_conf
 
-from iostack.aio.services import free_port, port_open, wait_until
 from iostack.doctor import pipelines
+from iostack.ports import free_port, port_open, wait_until
 
 pytestmark = pytest.mark.integration
 

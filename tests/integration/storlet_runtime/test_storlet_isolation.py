@@ -25,9 +25,9 @@ from pathlib import Path
 
 import pytest
 
-from iostack.aio.services import wait_until
 from iostack.doctor.cli import diagnose, find_configs
 from iostack.doctor.sandbox import check_gateway
+from iostack.ports import wait_until
 from iostack.storlet_runtime.identity import sandbox_scope
 from iostack.storlet_runtime.swift_conf import STORLET_TIMEOUT
 from tests.conftest import Policies

@@ -31,9 +31,9 @@ from swift.common.ring import Ring
 from swift.common.utils import Timestamp
 
 from iostack.aio.processes import ProcessManager
-from iostack.aio.services import free_port, port_open, wait_until
 from iostack.policy.reader import PolicyReader
 from iostack.policy.resolve import RequestInfo
+from iostack.ports import free_port, port_open, wait_until
 from iostack.swift_middleware.cache.admission import caching_rules, entry_version
 from iostack.swift_middleware.cache.store import CacheStore
 

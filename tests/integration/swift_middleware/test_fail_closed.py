@@ -30,10 +30,10 @@ from swift.common.ring import Ring
 from swiftclient.exceptions import ClientException
 
 from iostack.aio.processes import ProcessManager
-from iostack.aio.services import free_port, wait_until
 from iostack.aio.session import aio_command, start_on_free_ports
 from iostack.controller.client import ControllerClient
 from iostack.policy.snapshot import SnapshotFile
+from iostack.ports import free_port, wait_until
 from iostack.stored_object import PIPELINE_HEADER
 from tests.conftest import read_stored
 

@@ -18,8 +18,8 @@ from iostack.aio.cluster import (
 )
 from iostack.aio.config import AioConfig
 from iostack.aio.netns import ClusterNetwork, NetworkPlan
-from iostack.aio.services import free_port
 from iostack.doctor.pipelines import find_configs
+from iostack.ports import free_port
 
 PLAN = NetworkPlan(tag="0123abcd", subnet="10.249.7.0/24", nodes=3)
 

@@ -13,8 +13,8 @@ from pathlib import Path
 from iostack.aio import secrets
 from iostack.aio.config import AioConfig
 from iostack.aio.processes import ProcessManager
-from iostack.aio.state import write_private_json, write_private_text
 from iostack.aio.swift import SwiftLayout
+from iostack.private_files import write_private_json, write_private_text
 
 
 def mode(path: Path) -> int:

@@ -13,8 +13,8 @@ import pytest
 from iostack.aio import secrets
 from iostack.aio.config import AioConfig
 from iostack.aio.processes import ProcessManager
-from iostack.aio.services import free_port
 from iostack.aio.swift import PROXY_PIPELINE, SwiftLayout
+from iostack.ports import free_port
 from iostack.service_probes import redact
 
 

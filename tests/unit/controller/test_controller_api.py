@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from iostack.aio.services import wait_until
 from iostack.controller.app import create_app
 from iostack.controller.openapi import openapi_document
+from iostack.ports import wait_until
 
 
 def test_health_and_openapi_need_no_token(client):

@@ -11,7 +11,6 @@ import pytest
 import redis
 from redis.sentinel import SentinelConnectionPool
 
-from iostack.aio.services import free_port, wait_until
 from iostack.policy.connection import (
     ATTEMPTS,
     CONNECT_TIMEOUT,
@@ -19,6 +18,7 @@ from iostack.policy.connection import (
     connect,
     sentinel_target,
 )
+from iostack.ports import free_port, wait_until
 
 
 def test_a_sentinel_url_names_hosts_service_db_and_passwords():

@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 import redis
 
-from iostack.aio.services import free_port, wait_until
 from iostack.controller.registry import Registries
 from iostack.controller.store import PolicyStore
 from iostack.policy.connection import connect
 from iostack.policy.reader import PolicyReader
 from iostack.policy.redis_keys import KeySpace
 from iostack.policy.resolve import RequestInfo
+from iostack.ports import free_port, wait_until
 
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 SERVICE = "iostack"
