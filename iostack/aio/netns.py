@@ -32,6 +32,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from iostack.aio.saved import from_saved
 from iostack.private_files import write_private_json
 
 NETWORK_FILE = "etc/cluster-net.json"
@@ -117,7 +118,7 @@ class ClusterNetwork:
     def saved(self) -> NetworkPlan | None:
         if not self.path.is_file():
             return None
-        return NetworkPlan(**json.loads(self.path.read_text(encoding="utf-8")))
+        return from_saved(NetworkPlan, json.loads(self.path.read_text(encoding="utf-8")))
 
     def _choose_subnet(self) -> str:
         count = SUBNETS.num_addresses // 256

@@ -49,6 +49,7 @@ from urllib.parse import quote, urlsplit
 
 from iostack.aio.processes import ProcessManager
 from iostack.aio.redis_set import SENTINELS, SERVERS, RedisSet, RedisSetError
+from iostack.aio.saved import from_saved
 from iostack.aio.secrets import generated_secret
 from iostack.ports import free_port, port_open, wait_until
 from iostack.private_files import private_dir, write_private_json, write_private_text
@@ -116,7 +117,7 @@ class Services:
         self._starting: dict[str, Callable[[], bool]] = {}  # booting -> "does it answer?"
         if self.path.is_file():
             saved = json.loads(self.path.read_text(encoding="utf-8"))
-            self.info = {name: ServiceInfo(**value) for name, value in saved.items()}
+            self.info = {name: from_saved(ServiceInfo, value) for name, value in saved.items()}
 
     def _save(self) -> None:
         write_private_json(self.path, {name: asdict(info) for name, info in self.info.items()})
