@@ -6,6 +6,7 @@ storage-side record filters into a ``pyarrow.Table`` (``iostack.client``).
 
 from typing import Any
 
+# The release, as semantic versioning writes it; pyproject.toml reads it from here.
 __version__ = "0.1.0"
 
 

@@ -20,6 +20,8 @@ import textwrap
 import warnings
 from types import ModuleType
 
+from iostack import __version__
+
 COMMAND_MODULES = (
     "iostack.aio.cli",
     "iostack.controller.cli",
@@ -147,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="iostack", description=textwrap.fill(DESCRIPTION),
                                      epilog=EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"iostack {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True)
     modules = {name: _command_module(name) for name in COMMAND_MODULES}
     groups: dict[str, argparse._SubParsersAction] = {}

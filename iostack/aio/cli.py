@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from iostack import __version__
 from iostack.aio.config import AioConfig
 from iostack.aio.keystone import KeystoneError, default_venv, install_venv
 from iostack.aio.stack import AioError, AllInOne
@@ -181,9 +182,18 @@ def _status(args: argparse.Namespace) -> int:
         for what, where in endpoints:
             print(f"{what:<{width}}  {where}")
     _print_reconcile_passes(stack.state_dir)
+    _print_versions(stack)
     for warning in stack.warnings():
         print(warning)
     return 0 if all(row.running for row in rows) else 3
+
+
+def _print_versions(stack: AllInOne) -> None:
+    started_by = (stack.info() or {}).get("version")
+    line = f"iostack {__version__}"
+    if started_by and started_by != __version__:
+        line += f" (the running stack was started by iostack {started_by})"
+    print(f"\n{line}")
 
 
 def _print_reconcile_passes(state_dir: Path) -> None:

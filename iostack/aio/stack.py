@@ -26,6 +26,7 @@ from typing import Any
 
 import redis
 
+from iostack import __version__
 from iostack.aio import devices, keystone
 from iostack.aio import secrets as aio_secrets
 from iostack.aio.cluster import Cluster, cluster_process_names, node_name, reachable_from_nodes
@@ -208,6 +209,7 @@ class AllInOne:
         info["block_bridge"] = block
         info["warnings"] = self.services.warnings() + layout.warnings
         info["device_fs"] = layout.device_fs
+        info["version"] = __version__  # the release that started it (``aio status`` shows it)
         user = info["tenants"]["t1"]
         if keystone_server:
             token = keystone_token(user)

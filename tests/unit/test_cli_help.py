@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import iostack
 from iostack.cli import EXAMPLES, build_parser, leaf_parsers
 
 
@@ -44,3 +46,11 @@ def test_a_verb_s_error_is_all_it_writes_to_stderr(tmp_path):
     assert run.returncode != 0
     assert run.stderr.startswith("iostack: no all-in-one found"), run.stderr
     assert len(run.stderr.strip().splitlines()) == 1, run.stderr
+
+
+def test_version_names_the_release():
+    exe = Path(sys.executable).with_name("iostack")
+    run = subprocess.run([str(exe), "--version"], capture_output=True, text=True, timeout=60,
+                         check=True)
+    assert run.stdout.strip() == f"iostack {iostack.__version__}"
+    assert re.fullmatch(r"\d+\.\d+\.\d+", iostack.__version__)  # semantic versioning

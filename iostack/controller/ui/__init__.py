@@ -46,6 +46,7 @@ from pathlib import Path
 
 from flask import Blueprint, Flask, Response, abort, current_app, request, send_from_directory
 
+from iostack import __version__
 from iostack.controller import formatting
 from iostack.controller.auth import AuthError, Principal
 
@@ -181,6 +182,7 @@ def register(app: Flask) -> None:
     from iostack.controller.ui import views  # noqa: F401 - registers the page routes
 
     app.jinja_env.globals["asset"] = asset
+    app.jinja_env.globals["iostack_version"] = __version__
     app.jinja_env.filters["rate"] = rate
     app.jinja_env.filters["params"] = formatting.params  # as the CLI shows them: level=4, ...
     app.register_blueprint(bp)

@@ -22,6 +22,7 @@ import redis
 import requests
 import swiftclient
 
+import iostack
 from iostack.aio.processes import ProcessManager
 from iostack.aio.session import aio_command, free_port_args, start_on_free_ports
 from iostack.block_bridge.native_lib import BUILD_DIR
@@ -119,6 +120,8 @@ def test_private_services_start_stop_and_restart(tmp_path):
         assert shown["sandbox"].startswith("bubblewrap, per tenant: memory")
         assert f"{block['iscsi_portal']} (tgtd, CHAP) up" in status.stdout
         assert info["redis_url"] not in status.stdout  # its password is not printed
+        assert info["version"] == iostack.__version__
+        assert f"\niostack {iostack.__version__}\n" in status.stdout  # started by this release
 
         # Idempotent: a second start keeps every process and every credential.
         again = aio_command("start", state_dir, "--json")

@@ -10,6 +10,7 @@ import types
 
 import pytest
 
+import iostack
 from iostack.controller.auth import Principal
 from iostack.controller.ui.views import marked_source
 from iostack.monitoring.aggregator import Aggregator
@@ -417,3 +418,8 @@ def test_a_cross_origin_login_sets_no_session(client, redis_client, keys, header
     own_form = client.post("/ui/login", data={"token": ADMIN_TOKEN},
                            headers={"Origin": "null", "Sec-Fetch-Site": "same-origin"})
     assert own_form.status_code == 303
+
+
+def test_every_page_names_the_release_it_runs(client):
+    page = client.get("/ui/login").get_data(as_text=True)
+    assert f'<span class="release" id="release">{iostack.__version__}</span>' in page

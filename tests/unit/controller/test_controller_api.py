@@ -8,13 +8,14 @@ from pathlib import Path
 import pytest
 import redis
 
+import iostack
 from iostack.controller.app import create_app
 from iostack.controller.openapi import openapi_document
 from iostack.ports import wait_until
 
 
 def test_health_and_openapi_need_no_token(client):
-    assert client.get("/v1/health").json == {"status": "ok"}
+    assert client.get("/v1/health").json == {"status": "ok", "version": iostack.__version__}
     assert client.get("/v1/openapi.json").json["openapi"].startswith("3.")
 
 
