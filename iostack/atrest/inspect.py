@@ -23,7 +23,7 @@ from swift.common.utils import Timestamp
 
 from iostack.filters.errors import FilterError
 from iostack.filters.library import get_filter
-from iostack.filters.metadata import FilterMetadata
+from iostack.filters.metadata import FilterMetadata, public_params
 from iostack.stored_object import (
     CODE_KEY,
     OBJECT_LAYER,
@@ -109,8 +109,8 @@ def stored_object(account: str, container: str, obj: str,
 
 
 def _without_secrets(params: Mapping[str, Any], meta: FilterMetadata | None) -> dict[str, Any]:
-    secret = {p.name for p in meta.params if p.type == "secret"} if meta else set()
-    return {k: v for k, v in params.items() if k not in secret and v != SECRET}
+    # What records hold (``public_params``); explain's answers come masked already.
+    return {k: v for k, v in public_params(meta, params).items() if v != SECRET}
 
 
 def today_layers(explain: Mapping[str, Any],
@@ -153,10 +153,8 @@ def masked(pipeline: list[dict[str, Any]],
     """Pipeline entries (``PipelineEntry.to_json``) with ``secret`` parameters as ``***``."""
     out = []
     for entry in pipeline:
-        meta = filters.get(entry["filter"])
-        secret = {p.name for p in meta.params if p.type == "secret"} if meta else set()
-        out.append(entry | {"params": {k: SECRET if k in secret else v
-                                       for k, v in entry["params"].items()}})
+        out.append(entry | {"params": public_params(filters.get(entry["filter"]),
+                                                    entry["params"], mask=SECRET)})
     return out
 
 
@@ -202,10 +200,9 @@ def written_under(history: list[Mapping[str, Any]], timestamp: str) -> int | Non
 
 
 def _applied_json(applied: AppliedFilter, meta: FilterMetadata | None) -> dict[str, Any]:
-    secret = {p.name for p in meta.params if p.type == "secret"} if meta else set()
     item: dict[str, Any] = {
         "filter": applied.name,
-        "params": {k: SECRET if k in secret else v for k, v in applied.params.items()},
+        "params": public_params(meta, applied.params, mask=SECRET),
         "sysmeta": {k: v for k, v in applied.meta.items() if not k.startswith("iostack.")},
     }
     if is_sandboxed(applied.meta):

@@ -134,7 +134,7 @@ CATALOG = FilterCatalog(block_filters, block_validators)
 
 @functools.cache
 def _secret_params() -> dict[str, frozenset[str]]:
-    return {meta.name: frozenset(p.name for p in meta.params if p.type == "secret")
+    return {meta.name: frozenset(p.name for p in meta.params if p.secret)
             for meta in block_filters()}
 
 

@@ -22,11 +22,9 @@ from iostack.dsl.errors import Diagnostic, DSLError
 from iostack.dsl.parser import parse
 from iostack.dsl.units import Quantity
 from iostack.dsl.vocabulary import QosClass, Vocabulary, filter_domain
-from iostack.filters.metadata import FilterMetadata, Param
+from iostack.filters.metadata import FilterMetadata, Param, ParamValueError
 
 BLOCK_TARGETS = ("volume", "storage_group")
-_TRUE = {"true", "yes", "on", "1"}
-_FALSE = {"false", "no", "off", "0"}
 _POSITIONAL = re.compile(r"param([1-9][0-9]{0,3})")  # the parser lower-cases parameter names
 _KIND_WORDS = {"number": "a plain number", "size": "a size", "rate": "a rate",
                "ops": "an operation rate", "duration": "a duration"}
@@ -314,15 +312,16 @@ class _Checker:
         kind = "ops" if declared.unit == "ops" else declared.type
         try:
             value = convert(declared, node.value)
+        except ParamValueError as exc:
+            if not exc.out_of_range:
+                raise
+            low, high = declared.minimum, declared.maximum
+            raise _at(node.value, f"parameter {label} of {meta.name} must be in "
+                                  f"[{_num(low)}, {_num(high)}], got {node.value.raw}") from None
         except ValueError as exc:
             raise _at(node.value, f"parameter {label} of {meta.name} {exc}, "
                                   f"got {node.value.raw!r}{_unit_hint(node.value, kind)}") from None
         self.unit_taken(node.value, f"{_written(node)}={node.value.raw}", kind)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            low, high = declared.minimum, declared.maximum
-            if (low is not None and value < low) or (high is not None and value > high):
-                raise _at(node.value, f"parameter {label} of {meta.name} must be in "
-                                      f"[{_num(low)}, {_num(high)}], got {node.value.raw}")
         return value
 
     def unit_taken(self, value: ast.Value, what: str, kind: str) -> None:
@@ -411,21 +410,27 @@ def _written(node: ast.Param) -> str:
 
 
 def convert(param: Param, value: ast.Value) -> Any:
-    """``value`` as the parameter's type; ``ValueError`` says what the type takes."""
+    """``value`` as the parameter's type: ``ValueError`` says what the type takes.
+
+    The DSL's part is reading what the policy wrote (names and strings as
+    text, units to base units, hex for integers); typing, enum case, booleans
+    and ranges are the filter's own (``Param.coerce``), as on the data path.
+    A value out of range raises the ``ParamValueError`` itself
+    (``out_of_range``), for the caller to word with the policy's text.
+    """
+    try:
+        return param.coerce(_written_value(param, value))
+    except ParamValueError as exc:
+        if exc.out_of_range:
+            raise
+        raise ValueError(f"takes {_takes(param)}") from None
+
+
+def _written_value(param: Param, value: ast.Value) -> Any:
+    """What the policy wrote, read for ``param``: text, or a number in base units."""
     kind = param.type
-    if kind in ("str", "secret"):
+    if kind in ("str", "secret", "bool", "enum"):
         return _text(value)
-    if kind == "bool":
-        word = _text(value).lower()
-        if word in _TRUE or word in _FALSE:
-            return word in _TRUE
-        raise ValueError("takes true or false")
-    if kind == "enum":
-        word = _text(value).lower()
-        for choice in param.choices:
-            if choice.lower() == word:
-                return choice
-        raise ValueError(f"takes one of {', '.join(param.choices)}")
     if value.kind == "hex" and kind == "int":
         return value.data
     if value.kind != "quantity":
@@ -435,12 +440,18 @@ def convert(param: Param, value: ast.Value) -> Any:
               "rate": "ops" if param.unit == "ops" else "rate"}[kind]
     if quantity.kind not in ("number", wanted):
         raise ValueError(f"takes {_KIND_WORDS[wanted]}")
-    if kind == "float":
-        return float(quantity.value)
-    number = quantity.as_number
-    if kind in ("int", "size") and not isinstance(number, int):
-        raise ValueError(f"takes a whole {'number' if kind == 'int' else 'number of bytes'}")
-    return number
+    return quantity.as_number
+
+
+def _takes(param: Param) -> str:
+    """What a parameter takes, as the checker's errors say it."""
+    if param.type == "bool":
+        return "true or false"
+    if param.type == "enum":
+        return f"one of {', '.join(param.choices)}"
+    if param.type == "size":
+        return "a whole number of bytes"
+    return _TYPE_WORDS.get(param.type, param.type)
 
 
 # The base unit a bare number is taken in, and a unit to suggest instead.

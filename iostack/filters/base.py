@@ -36,8 +36,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from iostack.filters.errors import FilterError, IntegrityError, ParamError
-from iostack.filters.metadata import FilterMetadata, Param
+from iostack.filters.errors import FilterError, IntegrityError
+from iostack.filters.metadata import FilterMetadata, resolve_params
 from iostack.filters.offload import INLINE, Offload
 
 
@@ -180,8 +180,10 @@ class FilterSpec:
     def validate(self, params: Mapping[str, Any] | None) -> dict[str, Any]:
         """Check ``params`` as the data path will; return them typed, defaults filled.
 
-        The controller can call this when it compiles a policy, so a bad value
-        is refused then rather than on the first PUT.
+        ``metadata.resolve_params`` (the one path every parameter takes), then
+        the filter's own cross-parameter rules. The controller calls this when
+        it compiles a policy, so a bad value is refused then rather than on
+        the first PUT; ``ParamError`` says which parameter and why.
         """
         resolved = resolve_params(self.metadata, params or {})
         if self.check_params is not None:
@@ -197,10 +199,14 @@ class FilterSpec:
             raise FilterError(f"filter {self.name!r} does not select records")
         return self.make_selection(self.validate(params), context)
 
-    def encoder(self, params: Mapping[str, Any] | None, context: FilterContext) -> Encoder:
+    def encoder(self, params: Mapping[str, Any] | None, context: FilterContext, *,
+                validated: bool = False) -> Encoder:
+        """One request's encoder. ``validated``: ``params`` are what ``validate`` returned
+        (the caller keeps them for the object's record), so they are not checked twice."""
         if self.make_encoder is None:
             raise FilterError(f"filter {self.name!r} does not transform object bodies")
-        return self.make_encoder(self.validate(params), context)
+        return self.make_encoder(dict(params or {}) if validated else self.validate(params),
+                                 context)
 
     def open_view(
         self, lower: ByteSource, sysmeta: Mapping[str, str], context: FilterContext
@@ -210,79 +216,6 @@ class FilterSpec:
         if sysmeta.get(UNCHANGED) == "1":
             return lower
         return self.make_view(lower, sysmeta, context)
-
-
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
-_INTEGER_TYPES = {"int", "size", "rate"}
-_REAL_TYPES = {"float", "duration"}  # durations are seconds, fractions included (250ms)
-
-
-def resolve_params(metadata: FilterMetadata, params: Mapping[str, Any]) -> dict[str, Any]:
-    """Type-check, range-check and default ``params``; raise ``ParamError`` naming the culprit.
-
-    Values may arrive typed (from the compiled pipeline) or as strings (from
-    headers or Redis hashes), so numeric and boolean strings are accepted.
-    """
-    known = {p.name: p for p in metadata.params}
-    for name in params:
-        if name not in known:
-            choices = ", ".join(sorted(known)) or "none"
-            raise ParamError(metadata.name, name, f"unknown parameter (known: {choices})")
-    return {
-        name: _coerce(metadata.name, param, params[name]) if name in params else param.default
-        for name, param in known.items()
-    }
-
-
-def _coerce(filter_name: str, param: Param, value: Any) -> Any:
-    def fail(reason: str) -> ParamError:
-        return ParamError(filter_name, param.name, reason)
-
-    if param.type in _INTEGER_TYPES or param.type in _REAL_TYPES:
-        number = _number(value, integer=param.type not in _REAL_TYPES)
-        if number is None:
-            kind = "a number" if param.type in _REAL_TYPES else "an integer"
-            raise fail(f"expected {kind}{_unit(param)}, got {value!r}")
-        if param.minimum is not None and number < param.minimum:
-            raise fail(f"{number} is below the minimum {param.minimum:g}{_unit(param)}")
-        if param.maximum is not None and number > param.maximum:
-            raise fail(f"{number} is above the maximum {param.maximum:g}{_unit(param)}")
-        return number
-    if param.type == "bool":
-        text = str(value).lower()
-        if isinstance(value, bool):
-            return value
-        if text in _TRUE | _FALSE:
-            return text in _TRUE
-        raise fail(f"expected true or false, got {value!r}")
-    if param.type == "enum":
-        text = str(value).lower()
-        if text not in param.choices:
-            raise fail(f"expected one of {', '.join(param.choices)}, got {value!r}")
-        return text
-    if not isinstance(value, str):
-        raise fail(f"expected a string, got {value!r}")
-    return value
-
-
-def _number(value: Any, integer: bool) -> int | float | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int) or (isinstance(value, float) and not integer):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str):
-        try:
-            return int(value) if integer else float(value)
-        except ValueError:
-            return None
-    return None
-
-
-def _unit(param: Param) -> str:
-    return f" ({param.unit})" if param.unit else ""
 
 
 def check_range(start: int, end: int, length: int) -> None:

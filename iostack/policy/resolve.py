@@ -198,9 +198,10 @@ def merge_levels(levels: list[Level], filters: Mapping[str, FilterMetadata],
             _replace_layout_owner(entries, meta, filters, notes, where)
             _merge(entries, meta, rule, where, notes)
     for entry in entries.values():
-        defaults = {p.name: p.default for p in filters[entry.filter].params
-                    if p.default is not None}
-        entry.params = defaults | entry.params
+        # The filter's own defaulting (``FilterMetadata.with_defaults``, also that of
+        # ``resolve_params``), not typing: resolution stays pure and total, so
+        # ``explain`` shows a stored value the data path will refuse.
+        entry.params = filters[entry.filter].with_defaults(entry.params)
     return list(entries.values()), notes
 
 

@@ -19,6 +19,7 @@ from iostack.controller.registry import Registries, RegistryError
 from iostack.controller.simulations import Simulations
 from iostack.controller.store import PolicyStore
 from iostack.dsl.errors import DSLError
+from iostack.filters.metadata import is_public, public_params
 from iostack.policy.connection import connect
 from iostack.policy.reader import PolicyStoreUnavailable
 from iostack.policy.redis_keys import KeySpace
@@ -144,7 +145,8 @@ def redact(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def redact_params(items: list[dict[str, Any]]) -> set[str]:
-    """Hide, in place, the values of ``secret`` (or no longer declared) parameters.
+    """Hide, in place, the values of parameters ``public_params`` would not show
+    (``secret`` ones, and those no longer declared).
 
     Returns the hidden values that were strings.
     """
@@ -154,10 +156,8 @@ def redact_params(items: list[dict[str, Any]]) -> set[str]:
     hidden = set()
     for item in items:
         meta = filters.get(item.get("filter"))
-        for name, value in item.get("params", {}).items():
-            declared = meta.param(name) if meta else None
-            if declared is None or declared.type == "secret":
-                if isinstance(value, str) and value:
-                    hidden.add(value)
-                item["params"][name] = SECRET
+        params = item.get("params", {})
+        hidden |= {value for name, value in params.items()
+                   if isinstance(value, str) and value and not is_public(meta, name)}
+        params.update(public_params(meta, params, mask=SECRET))  # in place, as documented
     return hidden

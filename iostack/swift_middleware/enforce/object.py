@@ -11,6 +11,14 @@ On GET and HEAD the object layer is undone before the response leaves the
 object server, so the proxy sees exactly what it sent; a GET or HEAD with
 ``X-Backend-Iostack-Raw: true`` gets the stored bytes and records as they are.
 
+The proxy has validated the parameters it sends; this middleware reads the
+header strictly and validates each filter's parameters once more, once
+(``object_filters`` says why). A header it cannot run is a 400 naming what was
+wrong, before anything is read or stored; a filter this node cannot run
+(its key file missing) is a 500, the operator's to fix. The object layer's
+record holds the parameters without their secrets (``public_params``), as
+the proxy layer's does.
+
 Configuration (``[filter:iostack]`` in object-server.conf)::
 
     use = egg:iostack#iostack_object
@@ -45,8 +53,9 @@ from swift.common.utils import get_logger, list_from_csv, split_path
 from swift.obj.server import iter_mime_headers_and_bodies
 
 from iostack.filters.base import FilterContext, KeyProvider
-from iostack.filters.errors import FilterError
+from iostack.filters.errors import FilterError, UnknownFilterError
 from iostack.filters.library import get_filter
+from iostack.filters.metadata import public_params
 from iostack.filters.offload import offload_from_conf
 from iostack.filters.tenant_keys import KeyFileProvider
 from iostack.policy.logs import route_to_swift
@@ -230,28 +239,67 @@ class IOStackObjectMiddleware:
 
     def handle_put(self, req: Request, context: FilterContext):
         try:
-            entries = json.loads(req.headers.pop(OBJECT_FILTERS_HEADER))
-            encoders = []
-            for entry in entries:
-                spec = get_filter(entry["name"])
-                encoder = spec.encoder(entry.get("params", {}), context)
-                params = {k: v for k, v in spec.validate(entry.get("params", {})).items()
-                          if spec.metadata.param(k) is None
-                          or spec.metadata.param(k).type != "secret"}
-                encoders.append((AppliedFilter(spec.name, params, {}), encoder))
+            filters = []
+            for name, params in object_filters(req.headers.pop(OBJECT_FILTERS_HEADER)):
+                spec = get_filter(name)
+                filters.append((spec, spec.validate(params)))  # once: see ``object_filters``
+        except (ValueError, UnknownFilterError) as exc:  # ParamError is a ValueError
+            # A request this node cannot run as sent: refused before a byte is read.
+            return self._refuse(req, HTTPBadRequest, exc)
+        try:
+            encoders = [(AppliedFilter(spec.name, public_params(spec.metadata, params), {}),
+                         spec.encoder(params, context, validated=True))
+                        for spec, params in filters]
+        except FilterError as exc:  # this node cannot run it (a key file missing): its fault
+            return self._refuse(req, HTTPInternalServerError, exc)
+        try:
             stage = ObjectStagePut(req, encoders)
             stage.install()
-        except (ValueError, KeyError, TypeError, FilterError) as exc:
-            self.logger.error("IOStack object stage: refusing PUT %s: %s", req.path, exc)
-            return HTTPInternalServerError(
-                request=req, body=f"IOStack object stage: {exc}", content_type="text/plain")
         except HTTPException as error:
             return error
+        except ValueError as exc:  # a malformed Content-Length
+            return self._refuse(req, HTTPBadRequest, exc)
         resp = req.get_response(self.app)
         if resp.is_success and stage.body and stage.body.done:
             # The proxy expects the ETag of what it sent, not of what is on disk.
             resp.etag = stage.body.md5.hexdigest()
         return resp
+
+    def _refuse(self, req: Request, status, exc: Exception):
+        self.logger.error("IOStack object stage: refusing PUT %s: %s", req.path, exc)
+        return status(request=req, body=f"IOStack object stage: {exc}",
+                      content_type="text/plain")
+
+
+def object_filters(header: str) -> list[tuple[str, dict[str, Any]]]:
+    """The ``(name, params)`` pairs of ``X-Backend-Iostack-Object-Filters``.
+
+    Only the proxy middleware sends the header (proxies strip ``X-Backend-*``
+    from clients), after resolving the policies and validating each filter's
+    parameters. What this node still checks, and why:
+
+    - the header's shape (a JSON list of ``{"name": str, "params": object}``):
+      a header this node cannot read is a 400, never an exception;
+    - each filter's parameters, once, with ``FilterSpec.validate``: it costs
+      microseconds per PUT, fills the defaults this node's filter code relies
+      on, and during a rolling upgrade this node's filter library may not be
+      the proxy's (a parameter it does not know, a range it does not take).
+    """
+    try:
+        entries = json.loads(header)
+    except ValueError:
+        raise ValueError("the filter header is not JSON") from None
+    if not isinstance(entries, list):
+        raise ValueError("the filter header is not a list")
+    pairs = []
+    for entry in entries:
+        name = entry.get("name") if isinstance(entry, dict) else None
+        params = entry.get("params", {}) if isinstance(entry, dict) else None
+        if not isinstance(name, str) or not isinstance(params, dict):
+            raise ValueError(f"bad filter entry {entry!r}: expected "
+                             '{"name": string, "params": object}')
+        pairs.append((name, params))
+    return pairs
 
 
 def filter_factory(global_conf: dict[str, Any], **local_conf: Any):

@@ -74,7 +74,7 @@ from iostack.filters import expiry
 from iostack.filters.base import FilterContext, KeyProvider, keep_unchanged
 from iostack.filters.errors import FilterError
 from iostack.filters.library import get_filter
-from iostack.filters.metadata import FilterMetadata
+from iostack.filters.metadata import FilterMetadata, public_params
 from iostack.filters.offload import offload_from_conf
 from iostack.filters.tenant_keys import KeyFileProvider
 from iostack.policy.logs import route_to_swift
@@ -316,28 +316,29 @@ class IOStackProxyMiddleware:
         changing = []  # the encoders that do not pass every body through unchanged
         for entry in pipeline:
             if entry.sandboxed:
-                encoder = SandboxedEncoder(self.sandbox, filters[entry.filter], entry.params,
-                                           context)
-                encoders.append((AppliedFilter(entry.filter, entry.params, {}), encoder))
+                meta = filters[entry.filter]
+                encoder = SandboxedEncoder(self.sandbox, meta, entry.params, context)
+                encoders.append((AppliedFilter(entry.filter, public_params(meta, entry.params),
+                                               {}), encoder))
                 changing.append(encoder)
                 continue
             try:
                 spec = get_filter(entry.filter)
                 if not spec.transforms_body:
                     continue
+                # Checked once, here: the encoder and the record take the typed result.
+                params = spec.validate(entry.params)
                 if entry.stage == "object":
-                    # Checked here, run by the object servers' middleware.
-                    spec.validate(entry.params)
-                    object_filters.append({"name": spec.name, "params": entry.params})
+                    # Run by the object servers' middleware, which takes them as sent.
+                    object_filters.append({"name": spec.name, "params": params})
                     continue
-                encoder = spec.encoder(entry.params, context)
+                encoder = spec.encoder(params, context, validated=True)
             except FilterError as exc:
                 raise HTTPInternalServerError(
                     request=req, body=f"IOStack: policy filter {entry.filter}: {exc}",
                     content_type="text/plain") from None
-            secret = {p.name for p in spec.metadata.params if p.type == "secret"}
-            params = {k: v for k, v in spec.validate(entry.params).items() if k not in secret}
-            encoders.append((AppliedFilter(spec.name, params, {}), encoder))
+            encoders.append((AppliedFilter(spec.name, public_params(spec.metadata, params), {}),
+                             encoder))
             if not spec.preserves_bytes:
                 changing.append(encoder)
         return encoders, object_filters, changing

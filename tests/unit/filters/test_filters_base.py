@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from iostack.filters.base import BytesSource, FilterContext, reframe, resolve_params, split_exact
+from iostack.filters.base import BytesSource, FilterContext, reframe, split_exact
 from iostack.filters.errors import FilterError, IntegrityError, ParamError
 from iostack.filters.library import get_filter
-from iostack.filters.metadata import FilterMetadata, Param
+from iostack.filters.metadata import FilterMetadata, Param, resolve_params
 
 META = FilterMetadata(
     name="demo",
