@@ -13,9 +13,11 @@ object server, so the proxy sees exactly what it sent; a GET or HEAD with
 
 The proxy has validated the parameters it sends; this middleware reads the
 header strictly and validates each filter's parameters once more, once
-(``object_filters`` says why). A header it cannot run is a 400 naming what was
-wrong, before anything is read or stored; a filter this node cannot run
-(its key file missing) is a 500, the operator's to fix. The object layer's
+(``object_filters`` says why). A header it cannot read or run (malformed, a
+filter or value its library does not know, a key file missing) is a 500
+naming what was wrong, before anything is read or stored: the client sent
+nothing wrong, the proxy and this node disagree, and that is the operator's
+to fix. The object layer's
 record holds the parameters without their secrets (``public_params``), as
 the proxy layer's does.
 
@@ -53,7 +55,7 @@ from swift.common.utils import get_logger, list_from_csv, split_path
 from swift.obj.server import iter_mime_headers_and_bodies
 
 from iostack.filters.base import FilterContext, KeyProvider
-from iostack.filters.errors import FilterError, UnknownFilterError
+from iostack.filters.errors import FilterError
 from iostack.filters.library import get_filter
 from iostack.filters.metadata import public_params
 from iostack.filters.offload import offload_from_conf
@@ -243,14 +245,11 @@ class IOStackObjectMiddleware:
             for name, params in object_filters(req.headers.pop(OBJECT_FILTERS_HEADER)):
                 spec = get_filter(name)
                 filters.append((spec, spec.validate(params)))  # once: see ``object_filters``
-        except (ValueError, UnknownFilterError) as exc:  # ParamError is a ValueError
-            # A request this node cannot run as sent: refused before a byte is read.
-            return self._refuse(req, HTTPBadRequest, exc)
-        try:
             encoders = [(AppliedFilter(spec.name, public_params(spec.metadata, params), {}),
                          spec.encoder(params, context, validated=True))
                         for spec, params in filters]
-        except FilterError as exc:  # this node cannot run it (a key file missing): its fault
+        except (ValueError, FilterError) as exc:  # ParamError is a ValueError
+            # The proxy sent what this node cannot run: refused before a byte is read.
             return self._refuse(req, HTTPInternalServerError, exc)
         try:
             stage = ObjectStagePut(req, encoders)
@@ -279,7 +278,8 @@ def object_filters(header: str) -> list[tuple[str, dict[str, Any]]]:
     parameters. What this node still checks, and why:
 
     - the header's shape (a JSON list of ``{"name": str, "params": object}``):
-      a header this node cannot read is a 400, never an exception;
+      a header this node cannot read is a 500 naming the problem, never an
+      exception;
     - each filter's parameters, once, with ``FilterSpec.validate``: it costs
       microseconds per PUT, fills the defaults this node's filter code relies
       on, and during a rolling upgrade this node's filter library may not be

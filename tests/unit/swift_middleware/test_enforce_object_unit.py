@@ -113,11 +113,11 @@ def test_a_body_that_does_not_match_its_etag_is_not_stored(object_server, swift)
                                      '{"name": "compression"}', "[5]", '[{"name": 5}]',
                                      '[{"name": "compression", "params": []}]',
                                      '[{"name": "compression", "params": {"level": [1]}}]'])
-def test_a_bad_filter_header_is_refused_and_nothing_is_stored(object_server, swift, filters):
+def test_a_bad_filter_header_is_a_500_and_nothing_is_stored(object_server, swift, filters):
     # The proxy validated what it sent; a header this node cannot run is refused
-    # cleanly (never an unhandled error) before a byte is read.
+    # with its reason (never an unhandled error) before a byte is read.
     resp = request(object_server, "PUT", PATH, BODY, {OBJECT_FILTERS_HEADER: filters})
-    assert resp.status_int == 400 and b"IOStack object stage" in resp.body
+    assert resp.status_int == 500 and b"IOStack object stage" in resp.body
     assert swift.calls == []
 
 
