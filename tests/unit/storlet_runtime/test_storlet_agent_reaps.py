@@ -5,20 +5,24 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
+from iostack.ports import wait_until
+
 # A storlet request process that leaves a child behind and ends, then the agent idles.
-PROGRAM = """
+# The times leave room for a loaded machine: the test waits for each state
+# rather than sleeping a fixed time.
+ORPHAN_LIVES = 3.0
+PROGRAM = f"""
 import os, sys, time
 pid = os.fork()
 if pid == 0:
     if os.fork() == 0:
-        time.sleep(0.5)
+        time.sleep({ORPHAN_LIVES})
         os._exit(0)
     os._exit(0)
 os.waitpid(pid, 0)
-time.sleep(4)
+time.sleep(30)
 """
 
 
@@ -46,11 +50,12 @@ def test_an_orphan_becomes_the_agents_child_and_is_reaped(tmp_path):
                               str(tmp_path / "log"), "--", sys.executable, "-c", PROGRAM],
                              stderr=subprocess.DEVNULL)
     try:
-        time.sleep(0.3)
         # The program itself and its orphaned grandchild, adopted by the agent.
-        assert len(children_of(agent.pid)) == 2
-        time.sleep(1.2)  # the orphan exited at 0.5 s; the agent reaps within 0.2 s
-        assert list(children_of(agent.pid).values()) == ["S"]  # no zombie left
+        assert wait_until(lambda: len(children_of(agent.pid)) == 2, ORPHAN_LIVES), \
+            children_of(agent.pid)
+        # The orphan exits; the agent reaps it (a zombie, state Z, would stay a child).
+        assert wait_until(lambda: list(children_of(agent.pid).values()) == ["S"],
+                          ORPHAN_LIVES + 10), children_of(agent.pid)
     finally:
         agent.kill()
         agent.wait()
