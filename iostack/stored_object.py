@@ -19,15 +19,26 @@ sysmeta, as footers committed atomically with the body. The proxy layer
 ``X-Object-Sysmeta-Iostack-Etag`` / ``X-Object-Sysmeta-Iostack-Size``
     MD5 and length of the body the tenant sent.
 
+``X-Object-Sysmeta-Iostack-Format``
+    The record's format and the release that wrote it (``1 iostack/0.1.0``).
+
 plus Swift's container-update overrides, so listings show the tenant's size
 and ETag. A record of byte-preserving filters only (``noop``) has no ETag,
 size or overrides: the stored object's are the tenant's. The object layer
-(``OBJECT_LAYER``) records the same three items under
+(``OBJECT_LAYER``) records the same four items under
 ``X-Object-Sysmeta-Iostack-Object-*`` about the bytes the object server
 received (the proxy layer's output). GET and HEAD undo exactly what the
 records say, whatever the policies say today, lower layer first. Records are
 parsed as JSON and checked field by field: object metadata is never evaluated
 or unpickled.
+
+Formats: ``RECORD_FORMAT`` is the newest format this release writes and
+reads; a change of what any part of a record means (a field, a filter's
+``meta``, a stored form) makes a new one. A record without a format header
+was written before formats were recorded, and is format 1. A reader meeting
+a newer format than it knows refuses that object (``NewerRecordError``, a
+503 naming the format and the release that wrote it) rather than guess:
+never a 500, never a body decoded the old way.
 
 A filter that ran in the Storlets sandbox keeps four keys in its entry's
 ``meta`` (``RUNTIME_KEY`` and the three after it): the runtime
@@ -49,7 +60,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from iostack.filters.errors import IntegrityError
+from iostack import __version__
+from iostack.filters.errors import FilterUnavailable, IntegrityError
 
 SYSMETA_PREFIX = "X-Object-Sysmeta-Iostack-"
 PIPELINE_HEADER = SYSMETA_PREFIX + "Pipeline"
@@ -61,6 +73,7 @@ OBJECT_SYSMETA_PREFIX = SYSMETA_PREFIX + "Object-"
 # strips X-Backend-* headers from clients, so only the proxy can send it).
 OBJECT_FILTERS_HEADER = "X-Backend-Iostack-Object-Filters"
 RAW_HEADER = "X-Backend-Iostack-Raw"
+RECORD_FORMAT = 1
 # Swift's header values are limited (8 KiB per line in the servers); keep well below.
 MAX_RECORD_BYTES = 4096
 
@@ -79,6 +92,7 @@ class Layer:
     pipeline_header: str
     size_header: str
     etag_header: str
+    format_header: str
     # Headers that describe this layer's stored form; they never travel with
     # the decoded body (a server-side copy would attach them to another object).
     stored_form_prefixes: tuple[str, ...]
@@ -87,9 +101,15 @@ class Layer:
         return header.title().startswith(self.stored_form_prefixes)
 
 
-TENANT_LAYER = Layer(PIPELINE_HEADER, SIZE_HEADER, ETAG_HEADER, (SYSMETA_PREFIX, OVERRIDE_PREFIX))
+TENANT_LAYER = Layer(PIPELINE_HEADER, SIZE_HEADER, ETAG_HEADER, SYSMETA_PREFIX + "Format",
+                     (SYSMETA_PREFIX, OVERRIDE_PREFIX))
 OBJECT_LAYER = Layer(OBJECT_SYSMETA_PREFIX + "Pipeline", OBJECT_SYSMETA_PREFIX + "Size",
-                     OBJECT_SYSMETA_PREFIX + "Etag", (OBJECT_SYSMETA_PREFIX,))
+                     OBJECT_SYSMETA_PREFIX + "Etag", OBJECT_SYSMETA_PREFIX + "Format",
+                     (OBJECT_SYSMETA_PREFIX,))
+
+
+class NewerRecordError(FilterUnavailable):
+    """The record is in a format newer than this release reads (a 503: see the docstring)."""
 
 
 @dataclass(frozen=True)
@@ -107,6 +127,31 @@ def dump_pipeline(applied: list[AppliedFilter]) -> str:
     if len(text) > MAX_RECORD_BYTES:
         raise ValueError(f"filter record of {len(text)} bytes exceeds {MAX_RECORD_BYTES}")
     return text
+
+
+def record_headers(layer: Layer, applied: list[AppliedFilter]) -> dict[str, str]:
+    """The sysmeta that records ``applied`` for ``layer``, in this release's format."""
+    return {layer.pipeline_header: dump_pipeline(applied),
+            layer.format_header: f"{RECORD_FORMAT} iostack/{__version__}"}
+
+
+def read_pipeline(headers: Mapping[str, str], layer: Layer) -> list[AppliedFilter]:
+    """The filters ``layer``'s record in ``headers`` lists, once its format is one this
+    release reads (``NewerRecordError`` otherwise; ``IntegrityError`` if damaged).
+    Header names are matched in any case."""
+    lower = {name.lower(): value for name, value in headers.items()}
+    value = lower.get(layer.format_header.lower())
+    if value is not None:
+        words = value.split()
+        if not words or not words[0].isdigit():
+            raise IntegrityError(f"object sysmeta: bad {layer.format_header} {value!r:.60}")
+        if int(words[0]) > RECORD_FORMAT:
+            writer = words[1] if len(words) > 1 else "an unnamed release"
+            raise NewerRecordError(
+                f"the object's record is in format {words[0]}, written by {writer}; this "
+                f"IOStack ({__version__}) reads formats up to {RECORD_FORMAT}: read it "
+                "through an upgraded proxy")
+    return load_pipeline(lower[layer.pipeline_header.lower()])
 
 
 def load_pipeline(text: str) -> list[AppliedFilter]:

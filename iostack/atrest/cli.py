@@ -42,6 +42,7 @@ from iostack.policy.connection import connect
 from iostack.policy.reader import PolicyReader
 from iostack.policy.redis_keys import KeySpace
 from iostack.policy.resolve import resolve
+from iostack.stored_object import NewerRecordError
 
 UNREACHABLE = 3
 NOW_HELP = "judge OBJECT_AGE as of this UNIX time (default: now)"
@@ -109,7 +110,7 @@ def object_inspect(ctx: Context, args) -> Any:
         raise Refused(f"{args.path}: no such object")
     try:
         stored = inspect.stored_object(account, container, obj, headers)
-    except IntegrityError as exc:
+    except (IntegrityError, NewerRecordError) as exc:
         raise Refused(f"{args.path}: {exc}") from None
     info = simulate.request_info(stored, args.now or time.time())
     levels, filters, object_types = ctx.reader.lookup(info)

@@ -32,7 +32,7 @@ from iostack.stored_object import (
     AppliedFilter,
     Layer,
     is_sandboxed,
-    load_pipeline,
+    read_pipeline,
 )
 
 SECRET = "***"  # noqa: S105 - the mask shown for secret values
@@ -80,9 +80,10 @@ def _kind(headers: Mapping[str, str]) -> str:
 
 def stored_object(account: str, container: str, obj: str,
                   headers: Mapping[str, str]) -> StoredObject:
-    """Parse a raw HEAD's headers (``IntegrityError`` for a damaged record)."""
+    """Parse a raw HEAD's headers (``IntegrityError`` for a damaged record,
+    ``NewerRecordError`` for one this release cannot read)."""
     lower = {k.lower(): v for k, v in headers.items()}
-    layers = {name: load_pipeline(lower[layer.pipeline_header.lower()])
+    layers = {name: read_pipeline(headers, layer)
               if layer.pipeline_header.lower() in lower else []
               for name, layer in LAYERS.items()}
     stored = int(lower.get("content-length", 0))

@@ -77,7 +77,7 @@ from iostack.policy.reader import PolicyReader
 from iostack.policy.redis_keys import KeySpace
 from iostack.policy.resolve import resolve
 from iostack.policy.view import AGE_HEADER
-from iostack.stored_object import OVERRIDE_PREFIX, SYSMETA_PREFIX
+from iostack.stored_object import OVERRIDE_PREFIX, SYSMETA_PREFIX, NewerRecordError
 
 LOG = logging.getLogger("iostack.reconcile")
 
@@ -313,7 +313,7 @@ class Reconciler:
             return 0
         try:
             stored = stored_object(account, container, obj, headers)
-        except IntegrityError as exc:
+        except (IntegrityError, NewerRecordError) as exc:  # never re-encoded from a guess
             self._failed(state, f"{object_path(account, container, obj)}: {exc}")
             return 0
         # Swift refuses a PUT whose X-Delete-At has passed (now, whatever the clock says).

@@ -25,15 +25,15 @@ from swift.common.swob import (
 from swift.common.utils import close_if_possible
 
 from iostack.filters.base import ByteSource, FilterContext
-from iostack.filters.errors import FilterError, IntegrityError
+from iostack.filters.errors import FilterError, FilterUnavailable, IntegrityError
 from iostack.filters.library import get_filter
 from iostack.filters.records import prepend
 from iostack.stored_object import (
     AppliedFilter,
     Layer,
     is_sandboxed,
-    load_pipeline,
     original_size,
+    read_pipeline,
 )
 from iostack.swift_middleware.enforce.sandbox_object import (
     MIN_STORED_BYTES,
@@ -147,7 +147,7 @@ def decoded_response(app, request: Request, resp: Response, context: FilterConte
     (``iostack.swift_middleware.enforce.sandbox_object``).
     """
     try:
-        applied = load_pipeline(resp.headers[layer.pipeline_header])
+        applied = read_pipeline(resp.headers, layer)
         if layer.size_header not in resp.headers and _preserves_bytes(applied):
             # Recorded up front, without a size or ETag of its own: the stored
             # object's are the tenant's.
@@ -183,6 +183,10 @@ def decoded_response(app, request: Request, resp: Response, context: FilterConte
                 view = SandboxedView(sandbox, view, entry.meta, context)
         if view.length != size:
             raise FilterError(f"decoded length {view.length} differs from the recorded {size}")
+    except FilterUnavailable as exc:  # a newer record, a filter that cannot run now
+        return HTTPServiceUnavailable(
+            request=request, body=f"IOStack: cannot decode {request.path}: {exc}",
+            content_type="text/plain")
     except FilterError as exc:
         return HTTPInternalServerError(
             request=request, body=f"IOStack: cannot decode {request.path}: {exc}",

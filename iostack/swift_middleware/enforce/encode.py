@@ -45,10 +45,10 @@ from iostack.filters.base import Encoder
 from iostack.filters.errors import FilterError, FilterUnavailable
 from iostack.stored_object import (
     ETAG_HEADER,
-    PIPELINE_HEADER,
     SIZE_HEADER,
+    TENANT_LAYER,
     AppliedFilter,
-    dump_pipeline,
+    record_headers,
 )
 
 READ_CHUNK = 65536
@@ -245,7 +245,7 @@ def install_record(request: Request, encoders: list[tuple[AppliedFilter, Encoder
     tenant's: no ETag, size or container-update override of our own is needed
     (a GET finds the tenant's in Swift's own metadata).
     """
-    request.headers[PIPELINE_HEADER] = dump_pipeline(applied_record(encoders))
+    request.headers.update(record_headers(TENANT_LAYER, applied_record(encoders)))
 
 
 def install_footers(request: Request, body: EncodingInput, client_etag: str | None) -> None:
@@ -263,7 +263,7 @@ def install_footers(request: Request, body: EncodingInput, client_etag: str | No
             raise HTTPUnprocessableEntity(
                 request=request, body="Etag does not match the MD5 of the body sent",
                 content_type="text/plain")
-        footers[PIPELINE_HEADER] = dump_pipeline(body.record())
+        footers.update(record_headers(TENANT_LAYER, body.record()))
         footers[ETAG_HEADER] = etag
         footers[SIZE_HEADER] = str(body.received)
         footers[get_container_update_override_key("etag")] = etag

@@ -68,7 +68,7 @@ from iostack.stored_object import (
     RAW_HEADER,
     SIZE_HEADER,
     AppliedFilter,
-    dump_pipeline,
+    record_headers,
 )
 from iostack.swift_middleware.enforce.decode import decoded_response, is_filtered
 from iostack.swift_middleware.enforce.encode import READ_CHUNK, EncodingInput
@@ -185,7 +185,7 @@ class ObjectStagePut:
         if expected is not None and normalize_etag(expected) != received_etag:
             raise HTTPUnprocessableEntity(request=self.req,
                                           body="Etag does not match the MD5 of the body sent")
-        footers[OBJECT_LAYER.pipeline_header] = dump_pipeline(body.record())
+        footers.update(record_headers(OBJECT_LAYER, body.record()))
         footers[OBJECT_LAYER.etag_header] = received_etag
         footers[OBJECT_LAYER.size_header] = str(body.received)
         if ETAG_HEADER not in footers and ETAG_HEADER not in self.req.headers:

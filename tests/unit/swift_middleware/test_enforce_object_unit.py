@@ -16,9 +16,11 @@ from iostack.stored_object import (
     OBJECT_FILTERS_HEADER,
     OBJECT_LAYER,
     PIPELINE_HEADER,
+    RAW_HEADER,
+    RECORD_FORMAT,
     SIZE_HEADER,
 )
-from iostack.swift_middleware.enforce.object import RAW_HEADER, filter_factory
+from iostack.swift_middleware.enforce.object import filter_factory
 
 PATH = "/sda1/0/AUTH_t1/c/o"
 BODY = b"".join(b"row %06d,object stage,some text\n" % n for n in range(10000))
@@ -51,6 +53,7 @@ def test_put_encodes_into_the_store_with_the_object_layers_record(object_server,
     assert applied["name"] == "compression" and applied["params"]["algorithm"] == "zstd"
     assert stored.headers[OBJECT_LAYER.etag_header] == md5(BODY)
     assert stored.headers[OBJECT_LAYER.size_header] == str(len(BODY))
+    assert stored.headers[OBJECT_LAYER.format_header].startswith(f"{RECORD_FORMAT} iostack/")
     # No proxy layer above: what arrived is the tenant's body, and listings say so.
     assert stored.headers[ETAG_HEADER] == md5(BODY)
     assert stored.headers[SIZE_HEADER] == str(len(BODY))

@@ -15,6 +15,7 @@ from fakeswift import FILTERS, FakeReader, FakeSwift, deny, md5, request, rule, 
 from swift.common import constraints
 from swift.common.swob import Request
 
+import iostack
 from iostack.filters.tenant_keys import create_key_file
 from iostack.policy.reader import PolicyReader, PolicyStoreUnavailable
 from iostack.policy.snapshot import PolicyState, SnapshotFile
@@ -22,7 +23,9 @@ from iostack.stored_object import (
     ETAG_HEADER,
     OBJECT_FILTERS_HEADER,
     PIPELINE_HEADER,
+    RECORD_FORMAT,
     SIZE_HEADER,
+    TENANT_LAYER,
 )
 from iostack.swift_middleware.enforce.proxy import filter_factory
 from iostack.swift_middleware.shared_reader import reader_settings
@@ -110,6 +113,28 @@ def test_reads_follow_the_record_not_todays_policy(proxy, swift, reader):
     # An object stored before any policy reads as it was stored.
     swift.register("GET", "/v1/AUTH_t1/c/plain", 200, {"Etag": md5(b"raw")}, b"raw")
     assert request(proxy, "GET", "/v1/AUTH_t1/c/plain").body == b"raw"
+
+
+def test_every_record_names_its_format_and_the_release_that_wrote_it(proxy, swift):
+    request(proxy, "PUT", PATH, BODY)
+    assert swift.objects[PATH].headers[TENANT_LAYER.format_header] == \
+        f"{RECORD_FORMAT} iostack/{iostack.__version__}"
+
+
+@pytest.mark.parametrize("method", ["GET", "HEAD"])
+def test_a_record_in_a_newer_format_is_refused_with_a_503_naming_it(proxy, swift, method):
+    request(proxy, "PUT", PATH, BODY)
+    stored = swift.objects[PATH]
+    stored.headers[TENANT_LAYER.format_header] = f"{RECORD_FORMAT + 1} iostack/9.0.0"
+    resp = request(proxy, method, PATH)
+    assert resp.status_int == 503
+    if method == "GET":  # never a body decoded the old way, never a 500
+        assert f"format {RECORD_FORMAT + 1}, written by iostack/9.0.0".encode() in resp.body
+        assert f"reads formats up to {RECORD_FORMAT}".encode() in resp.body
+    stored.headers.pop(TENANT_LAYER.format_header)  # as records were before formats
+    assert request(proxy, "GET", PATH).body == BODY
+    stored.headers[TENANT_LAYER.format_header] = "two"
+    assert request(proxy, "GET", PATH).status_int == 500  # damaged, not newer
 
 
 STORE_DOWN = {"redis_url": "redis://:pw@127.0.0.1:1/0"}
