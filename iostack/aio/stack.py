@@ -55,9 +55,9 @@ from iostack.endpoints import AIO_INFO_FILE
 from iostack.policy.connection import connect
 from iostack.ports import NoFreePortError, port_open, wait_until
 from iostack.private_files import write_private_json
-from iostack.storlet_runtime.cgroups import CGROUP_FS
-from iostack.storlet_runtime.engine_image import ImageError
-from iostack.storlet_runtime.swift_conf import gateway_conf_path
+from iostack.storlet_runtime.host.cgroups import CGROUP_FS
+from iostack.storlet_runtime.host.swift_conf import gateway_conf_path
+from iostack.storlet_runtime.tools.engine_image import ImageError
 
 CONTROLLER = "controller"
 KEYSTONE = "keystone"

@@ -188,7 +188,7 @@ class IOStackProxyMiddleware:
     def sandbox(self):
         """The Storlets runner for sandboxed filters, loaded on first use (it is heavy)."""
         if self._sandbox is None:
-            from iostack.storlet_runtime.runner import SandboxRunner
+            from iostack.storlet_runtime.host.runner import SandboxRunner
 
             self._sandbox = SandboxRunner(self.swift_dir, self.logger)
         return self._sandbox

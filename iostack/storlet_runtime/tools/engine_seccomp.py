@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 SYSTEM_SECCOMP = Path("/usr/share/containers/seccomp.json")
-NATIVE_SECCOMP = Path(__file__).resolve().parent / "native" / "sandbox_seccomp.c"
+NATIVE_SECCOMP = Path(__file__).resolve().parents[1] / "native" / "sandbox_seccomp.c"
 
 
 def denied_syscalls(source: Path = NATIVE_SECCOMP) -> list[str]:
