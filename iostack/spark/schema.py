@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 from pyspark.sql.types import StructField, StructType
 
 from iostack.client import selection_request
-from iostack.filters.parquet_select import ParquetLimits, footer_length
+from iostack.filters.builtin.parquet_select import ParquetLimits, footer_length
 from iostack.spark.arrow import column_kind, spark_type
 from iostack.spark.filters import Term, printable, where_text
 from iostack.spark.options import Settings

@@ -70,8 +70,8 @@ from swift.common.swob import (
 )
 from swift.common.utils import config_true_value, get_logger, split_path
 
-from iostack.filters import expiry
 from iostack.filters.base import FilterContext, KeyProvider, keep_unchanged
+from iostack.filters.builtin import expiry
 from iostack.filters.errors import FilterError
 from iostack.filters.library import get_filter
 from iostack.filters.metadata import FilterMetadata, public_params
