@@ -31,9 +31,9 @@ from iostack.aio import devices, keystone
 from iostack.aio import secrets as aio_secrets
 from iostack.aio.cluster import Cluster, cluster_process_names, node_name, reachable_from_nodes
 from iostack.aio.config import AioConfig
-from iostack.aio.engine import PodmanEngine
 from iostack.aio.keystone import KeystoneError, KeystoneServer, TenantIdentity, default_venv
 from iostack.aio.netns import ClusterNetwork, NetworkError, NetworkPlan, namespaces
+from iostack.aio.podman_engine import PodmanEngine
 from iostack.aio.processes import ProcessManager
 from iostack.aio.services import (
     PRIVATE_SERVERS,

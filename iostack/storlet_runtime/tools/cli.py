@@ -72,7 +72,7 @@ from iostack.storlet_runtime.host.swift_conf import STORLET_CONTAINER, gateway_c
 from iostack.storlet_runtime.sdk import PARAM_SYNTAX
 from iostack.storlet_runtime.storlets_api import WRAPPER_CLASS, wrapped_code
 from iostack.storlet_runtime.tools.template import filter_template
-from iostack.storlet_runtime.tools.usage import count_versions, internal_client
+from iostack.storlet_runtime.tools.version_usage import count_versions, internal_client
 
 _FILTER_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 # Cold sandbox and storlet daemon (~1.5 s) plus three samples round-tripped.
