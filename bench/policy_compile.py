@@ -39,8 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import print_table, stack
 from iostack.controller.compiler import compile_policies
+from iostack.controller.policy_store import PolicyStore
 from iostack.controller.registry import Registries
-from iostack.controller.store import PolicyStore
 from iostack.dsl.checker import check
 from iostack.dsl.lexer import tokenize
 from iostack.dsl.parser import parse

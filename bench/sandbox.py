@@ -68,11 +68,11 @@ from swift.common.ring import Ring
 from swiftclient.client import Connection
 
 from iostack.aio.session import started_stack
-from iostack.storlet_runtime import packaging
-from iostack.storlet_runtime.container import ContainerScope
-from iostack.storlet_runtime.identity import sandbox_scope
-from iostack.storlet_runtime.sandbox import ScopeSandbox
-from iostack.storlet_runtime.swift_conf import gateway_conf_path
+from iostack.storlet_runtime.host import packaging
+from iostack.storlet_runtime.host.container import ContainerScope
+from iostack.storlet_runtime.host.identity import sandbox_scope
+from iostack.storlet_runtime.host.sandbox import ScopeSandbox
+from iostack.storlet_runtime.host.swift_conf import gateway_conf_path
 
 TENANT = "t2"  # its own Storlets scope, so tearing it down does not disturb t1's tests
 SIZES = (1 << 10, 10 << 20)

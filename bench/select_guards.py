@@ -38,10 +38,10 @@ from swift.common.swob import Response
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from iostack.filters.base import FilterContext
-from iostack.filters.json_depth import check_depth
+from iostack.filters.builtin.json_depth import check_depth
+from iostack.filters.builtin.parquet_decode import POOL
+from iostack.filters.builtin.parquet_select import ParquetLimits
 from iostack.filters.library import get_filter
-from iostack.filters.parquet_decode import POOL
-from iostack.filters.parquet_select import ParquetLimits
 from iostack.filters.records import BLOCK_SIZE, RecordBlocks
 from iostack.swift_middleware.select.parquet import ParquetSelecting
 

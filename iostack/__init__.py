@@ -1,7 +1,7 @@
 """IOStack: policy-driven software-defined storage for OpenStack Swift and iSCSI volumes.
 
 ``iostack.select(container, prefix, ...)`` reads objects through the
-storage-side record filters into a ``pyarrow.Table`` (``iostack.client``).
+storage-side record filters into a ``pyarrow.Table`` (``iostack.select_client``).
 """
 
 from typing import Any
@@ -11,8 +11,8 @@ __version__ = "0.1.0"
 
 
 def select(*args: Any, **kwargs: Any) -> Any:
-    """``iostack.client.select``: imported on first use (pyarrow is not needed to
+    """``iostack.select_client.select``: imported on first use (pyarrow is not needed to
     import the rest of IOStack)."""
-    from iostack.client import select as client_select
+    from iostack.select_client import select as client_select
 
     return client_select(*args, **kwargs)

@@ -25,7 +25,7 @@ from iostack import __version__
 COMMAND_MODULES = (
     "iostack.aio.cli",
     "iostack.controller.cli",
-    "iostack.storlet_runtime.cli",
+    "iostack.storlet_runtime.tools.cli",
     "iostack.block_bridge.cli",
     "iostack.doctor.cli",
     "iostack.atrest.cli",
@@ -33,10 +33,10 @@ COMMAND_MODULES = (
 
 # (command, module, function): ``function(verbs)`` adds its verb to ``command``'s verbs.
 MOUNTS = (
-    ("filter", "iostack.storlet_runtime.cli", "add_upload_parser"),
+    ("filter", "iostack.storlet_runtime.tools.cli", "add_upload_parser"),
     ("policy", "iostack.atrest.cli", "add_simulate_parser"),
-    ("filter", "iostack.storlet_runtime.cli", "add_test_parser"),
-    ("filter", "iostack.storlet_runtime.cli", "add_filter_version_verbs"),
+    ("filter", "iostack.storlet_runtime.tools.cli", "add_test_parser"),
+    ("filter", "iostack.storlet_runtime.tools.cli", "add_filter_version_verbs"),
 )
 
 

@@ -30,8 +30,8 @@ as a directory yet; a cluster's nodes keep directories).
 on ``keystone_port`` (``iostack.aio.keystone``) and the proxy pipeline
 OpenStack clouds run (``s3token``, ``authtoken``, ``keystoneauth``).
 ``sandbox`` is the Storlets sandbox runtime: ``bubblewrap`` (the default) or
-``docker``: Storlets' docker gateway (``iostack.storlet_runtime.docker_gateway``)
-against a Podman service the stack starts and owns (``iostack.aio.engine``).
+``docker``: Storlets' docker gateway (``iostack.storlet_runtime.host.docker_gateway``)
+against a Podman service the stack starts and owns (``iostack.aio.podman_engine``).
 """
 
 from __future__ import annotations

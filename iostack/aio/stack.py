@@ -31,9 +31,9 @@ from iostack.aio import devices, keystone
 from iostack.aio import secrets as aio_secrets
 from iostack.aio.cluster import Cluster, cluster_process_names, node_name, reachable_from_nodes
 from iostack.aio.config import AioConfig
-from iostack.aio.engine import PodmanEngine
 from iostack.aio.keystone import KeystoneError, KeystoneServer, TenantIdentity, default_venv
 from iostack.aio.netns import ClusterNetwork, NetworkError, NetworkPlan, namespaces
+from iostack.aio.podman_engine import PodmanEngine
 from iostack.aio.processes import ProcessManager
 from iostack.aio.services import (
     PRIVATE_SERVERS,
@@ -55,9 +55,9 @@ from iostack.endpoints import AIO_INFO_FILE
 from iostack.policy.connection import connect
 from iostack.ports import NoFreePortError, port_open, wait_until
 from iostack.private_files import write_private_json
-from iostack.storlet_runtime.cgroups import CGROUP_FS
-from iostack.storlet_runtime.engine_image import ImageError
-from iostack.storlet_runtime.swift_conf import gateway_conf_path
+from iostack.storlet_runtime.host.cgroups import CGROUP_FS
+from iostack.storlet_runtime.host.swift_conf import gateway_conf_path
+from iostack.storlet_runtime.tools.engine_image import ImageError
 
 CONTROLLER = "controller"
 KEYSTONE = "keystone"

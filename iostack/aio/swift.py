@@ -36,7 +36,7 @@ from iostack.aio.config import AioConfig
 from iostack.aio.secrets import TENANTS
 from iostack.filters.tenant_keys import create_key_file
 from iostack.private_files import private_dir, write_private_text
-from iostack.storlet_runtime import swift_conf as storlet_conf
+from iostack.storlet_runtime.host import swift_conf as storlet_conf
 
 RESELLER_PREFIX = "AUTH_"
 PART_POWER = 8

@@ -44,8 +44,8 @@ from swift.common.utils import Timestamp
 from iostack.atrest import scan
 from iostack.atrest.inspect import StoredObject, differences, stored_object, today_layers
 from iostack.atrest.swift_access import SwiftAccess, object_path
-from iostack.filters import expiry
 from iostack.filters.base import FilterContext, KeyProvider, keep_unchanged
+from iostack.filters.builtin import expiry
 from iostack.filters.errors import FilterError
 from iostack.filters.library import get_filter
 from iostack.filters.metadata import FilterMetadata

@@ -1,7 +1,7 @@
 """The IOStack controller: policies from DSL text to enforced metadata.
 
 - ``registry``: the vocabulary in Redis (filters, metrics, classes, groups, object types).
-- ``compiler`` and ``store``: checked policies to rules, written atomically;
+- ``compiler`` and ``policy_store``: checked policies to rules, written atomically;
   ``history``: every change, diff and rollback.
 - ``actors``, ``control_loop``, ``qos``, ``guardian``: dynamic policies and SLOs.
 - ``api``, ``auth``, ``openapi``, ``server``: the REST service; ``ui``: the

@@ -41,7 +41,7 @@ from typing import Any
 
 import redis
 
-from iostack.controller.store import PolicyStore, in_force_rules
+from iostack.controller.policy_store import PolicyStore, in_force_rules
 from iostack.monitoring.aggregator import Interval
 from iostack.policy.redis_keys import KeySpace
 

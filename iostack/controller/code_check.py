@@ -9,7 +9,7 @@ nothing is stored or registered.
 The check is a program of its own, never run in the controller's process
 (the controller does not import the storlet runtime, and the code under
 test runs only in a sandbox): config key ``code_check``, the argv it starts
-with, default ``python -m iostack.storlet_runtime.upload_check local`` (the
+with, default ``python -m iostack.storlet_runtime.tools.upload_check local`` (the
 storlet runtime's check in a bubblewrap sandbox of its own on this host, no
 Swift needed). It is given the storlet's file name and its
 ``<module>.<Class>`` (from the filter's ``extra.storlet`` and
@@ -25,7 +25,7 @@ import subprocess
 import sys
 from typing import Any
 
-DEFAULT_CHECK = (sys.executable, "-m", "iostack.storlet_runtime.upload_check", "local")
+DEFAULT_CHECK = (sys.executable, "-m", "iostack.storlet_runtime.tools.upload_check", "local")
 DEFAULT_STORLET = "iostack_upload.py"
 # A cold sandbox and storlet daemon (~1.5 s) plus three samples round-tripped.
 CHECK_TIMEOUT = 300

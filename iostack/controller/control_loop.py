@@ -26,9 +26,9 @@ from typing import Any
 import redis
 
 from iostack.controller.actors import DEFAULT_HOLD, ActorManager
+from iostack.controller.policy_store import PolicyStore
 from iostack.controller.qos import QosController
 from iostack.controller.registry import Registries
-from iostack.controller.store import PolicyStore
 from iostack.monitoring.aggregator import Aggregator
 from iostack.monitoring.bus import Consumer, Publisher, metrics_exchange, qos_exchange
 from iostack.policy.reader import PolicyReader

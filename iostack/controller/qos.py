@@ -45,7 +45,7 @@ from typing import Any
 
 import redis
 
-from iostack.filters.bandwidth import DIRECTIONS, scope_of
+from iostack.filters.builtin.bandwidth import DIRECTIONS, scope_of
 from iostack.filters.library import get_filter
 from iostack.monitoring.aggregator import Interval
 from iostack.monitoring.bus import Publisher

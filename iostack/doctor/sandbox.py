@@ -20,7 +20,7 @@ import os
 
 from iostack.doctor import Finding, error, ok, warning
 from iostack.doctor.pipelines import Pipeline
-from iostack.storlet_runtime.config import SandboxConfig, SandboxConfigError
+from iostack.storlet_runtime.host.config import SandboxConfig, SandboxConfigError
 
 IMAGE_FIX = ("build it: iostack storlet image --podman /usr/bin/podman (or iostack aio start "
              "--sandbox docker, which builds it for the all-in-one)")

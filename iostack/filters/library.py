@@ -1,7 +1,8 @@
 """The built-in filter library, by name.
 
-Each filter lives in its own module with a ``METADATA`` declaration and a
-``SPEC`` (``iostack.filters.base.FilterSpec``); this module only lists them.
+Each filter lives in its own module of ``iostack.filters.builtin`` with a
+``METADATA`` declaration and a ``SPEC`` (``iostack.filters.base.FilterSpec``);
+this module only lists them.
 The controller publishes ``builtin_metadata()`` as the filter vocabulary; the
 data path calls ``get_filter(name)`` to obtain encoders and views.
 """
@@ -24,7 +25,7 @@ BUILTIN_MODULES = ("noop", "compression", "encryption", "caching", "bandwidth", 
 def _specs() -> dict[str, FilterSpec]:
     specs = {}
     for module_name in BUILTIN_MODULES:
-        spec = importlib.import_module(f"iostack.filters.{module_name}").SPEC
+        spec = importlib.import_module(f"iostack.filters.builtin.{module_name}").SPEC
         specs[spec.name.lower()] = spec
     return specs
 

@@ -91,8 +91,8 @@ The package's modules: ``options`` (the options above, checked), ``swift``
 (objects and byte ranges to partitions), ``schema`` (read schema to object
 columns and the selection request; Parquet and JSON Lines schemas),
 ``arrow`` (CSV to Arrow batches, Spark's parsing of typed columns),
-``filters`` (Spark's filters to the storage side's predicate), ``reader``
-(what the workers run) and this module, the data source Spark registers.
+``filters`` (Spark's filters to the storage side's predicate),
+``partition_reader`` (what the workers run) and this module, the data source Spark registers.
 """
 
 from __future__ import annotations
@@ -100,11 +100,11 @@ from __future__ import annotations
 from pyspark.sql.datasource import DataSource, DataSourceReader
 from pyspark.sql.types import StringType, StructField, StructType
 
-from iostack.client import IOStackError, authenticate, list_objects
+from iostack.select_client import IOStackError, authenticate, list_objects
 from iostack.spark.arrow import convert_column, csv_batches, drop_first_line
 from iostack.spark.options import Settings
+from iostack.spark.partition_reader import IOStackReader
 from iostack.spark.partitions import ObjectSplit, plan_partitions, split_range
-from iostack.spark.reader import IOStackReader
 from iostack.spark.schema import plan_columns, selection_headers, typed_schema
 from iostack.spark.swift import header_line
 

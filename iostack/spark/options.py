@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from iostack.client import FILTERS
+from iostack.select_client import FILTERS
 
 DEFAULT_SPLIT_SIZE = 128 * 1024 * 1024
 FORMATS = FILTERS  # the storage-side record filter of each object format

@@ -13,8 +13,8 @@ import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 from pyspark.sql.types import StructField, StructType
 
-from iostack.client import selection_request
-from iostack.filters.parquet_select import ParquetLimits, footer_length
+from iostack.filters.builtin.parquet_select import ParquetLimits, footer_length
+from iostack.select_client import selection_request
 from iostack.spark.arrow import column_kind, spark_type
 from iostack.spark.filters import Term, printable, where_text
 from iostack.spark.options import Settings

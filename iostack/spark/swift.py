@@ -1,5 +1,5 @@
 """The data source's reads from Swift: an object's first line, a byte range, a body
-in chunks (authentication, listings and errors: ``iostack.client``)."""
+in chunks (authentication, listings and errors: ``iostack.select_client``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import csv
 import http.client
 from collections.abc import Iterator
 
-from iostack.client import IOStackError, http_get, object_path
+from iostack.select_client import IOStackError, http_get, object_path
 from iostack.spark.options import Settings
 
 HEADER_PROBE = 65536  # bytes fetched to read an object's header line

@@ -59,7 +59,7 @@ import eventlet
 from swift.common.swob import Response
 from swift.common.utils import config_true_value, get_logger
 
-from iostack.filters.bandwidth import DIRECTIONS, scope_of
+from iostack.filters.builtin.bandwidth import DIRECTIONS, scope_of
 from iostack.monitoring.bus import Consumer, PerWorker, qos_exchange, source_id
 from iostack.policy.connection import connect
 from iostack.policy.logs import route_to_swift

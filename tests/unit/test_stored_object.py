@@ -24,7 +24,7 @@ from iostack.stored_object import (
     read_pipeline,
     record_headers,
 )
-from iostack.storlet_runtime.usage import referenced_versions
+from iostack.storlet_runtime.tools.version_usage import referenced_versions
 
 SANDBOXED = {RUNTIME_KEY: "storlet", STORLET_KEY: "rot13-1.0.py", CODE_KEY: "ab" * 32}
 

@@ -15,9 +15,9 @@ from werkzeug.exceptions import HTTPException
 from iostack.controller.auth import Authenticator, AuthError, Principal
 from iostack.controller.code_check import CodeCheck
 from iostack.controller.control_loop import ControlLoop
+from iostack.controller.policy_store import PolicyStore
 from iostack.controller.registry import Registries, RegistryError
 from iostack.controller.simulations import Simulations
-from iostack.controller.store import PolicyStore
 from iostack.dsl.errors import DSLError
 from iostack.filters.metadata import is_public, public_params
 from iostack.policy.connection import connect

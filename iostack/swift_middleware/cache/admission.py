@@ -20,7 +20,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from iostack.filters.caching import METADATA
+from iostack.filters.builtin.caching import METADATA
 from iostack.filters.library import get_filter
 from iostack.filters.metadata import FilterMetadata
 from iostack.policy.resolve import Level, RequestInfo, resolve

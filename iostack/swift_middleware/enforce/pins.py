@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from swift.common.swob import HTTPForbidden, Request
 
-from iostack.storlet_runtime.packaging import PIN_PREFIX
-from iostack.storlet_runtime.swift_conf import STORLET_CONTAINER
+from iostack.storlet_runtime.host.packaging import PIN_PREFIX
+from iostack.storlet_runtime.host.swift_conf import STORLET_CONTAINER
 
 READS = ("GET", "HEAD", "OPTIONS")
 

@@ -70,8 +70,8 @@ from swift.common.swob import (
 )
 from swift.common.utils import config_true_value, get_logger, split_path
 
-from iostack.filters import expiry
 from iostack.filters.base import FilterContext, KeyProvider, keep_unchanged
+from iostack.filters.builtin import expiry
 from iostack.filters.errors import FilterError
 from iostack.filters.library import get_filter
 from iostack.filters.metadata import FilterMetadata, public_params
@@ -188,7 +188,7 @@ class IOStackProxyMiddleware:
     def sandbox(self):
         """The Storlets runner for sandboxed filters, loaded on first use (it is heavy)."""
         if self._sandbox is None:
-            from iostack.storlet_runtime.runner import SandboxRunner
+            from iostack.storlet_runtime.host.runner import SandboxRunner
 
             self._sandbox = SandboxRunner(self.swift_dir, self.logger)
         return self._sandbox

@@ -35,7 +35,7 @@ from swift.common.utils import close_if_possible
 
 from iostack.filters.base import FilterContext
 from iostack.filters.errors import FilterError, IntegrityError
-from iostack.storlet_runtime.packaging import storlet_run_headers
+from iostack.storlet_runtime.host.packaging import storlet_run_headers
 from iostack.swift_middleware.enforce.sandboxed import SandboxedView, exactly
 from iostack.swift_middleware.enforce.source import ObjectChanged, SwiftObjectSource
 

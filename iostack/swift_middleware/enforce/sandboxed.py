@@ -2,7 +2,7 @@
 
 A filter whose metadata says ``extra.runtime == "storlet"`` (code a tenant or
 admin uploaded) runs in the tenant's bubblewrap sandbox through
-``iostack.storlet_runtime.runner.SandboxRunner``, speaking the sandboxed
+``iostack.storlet_runtime.host.runner.SandboxRunner``, speaking the sandboxed
 filter protocol of ``iostack.storlet_runtime.filter_runner``: ``mode=encode``
 answers with ``Iostack-Sysmeta``, ``mode=decode`` takes that sysmeta and a
 ``range`` and streams the decoded bytes. ``SandboxedEncoder`` and
@@ -48,7 +48,7 @@ from iostack.filters.base import ByteSource, FilterContext, RangedSource
 from iostack.filters.errors import FilterError, FilterUnavailable
 from iostack.filters.metadata import FilterMetadata
 from iostack.stored_object import CODE_KEY, LENGTH_KEY, RUNTIME_KEY, STORLET_KEY
-from iostack.storlet_runtime.packaging import filter_storlet, storlet_name
+from iostack.storlet_runtime.host.packaging import filter_storlet, storlet_name
 
 ENCODED_LENGTH = "Iostack-Encoded-Length"
 

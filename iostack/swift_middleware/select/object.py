@@ -30,7 +30,7 @@ Place it after ``iostack_metrics`` and before ``storlet_handler`` and
     max_first_line = 1048576   # bytes: a longer first line (CSV header) is refused
     max_record = 8388608       # bytes: a longer record makes the object unreadable (422)
     keepalive = 2              # seconds without selected bytes before a padding frame
-    parquet_max_footer = 8388608 ...  # Parquet limits, see iostack.filters.parquet_select
+    parquet_max_footer = 8388608 ...  # Parquet limits, see iostack.filters.builtin.parquet_select
     padding = 65536            # bytes per padding frame: at least the proxies'
                                # object_chunk_size, which each of their reads waits for
 """
@@ -50,9 +50,9 @@ from swift.common.swob import (
 from swift.common.utils import get_logger, split_path
 
 from iostack.filters.base import FilterContext, Selection
+from iostack.filters.builtin.parquet_select import ParquetLimits
 from iostack.filters.errors import FilterError, UnknownFilterError
 from iostack.filters.library import get_filter
-from iostack.filters.parquet_select import ParquetLimits
 from iostack.filters.records import MAX_RECORD
 from iostack.policy.logs import route_to_swift
 from iostack.stored_object import TENANT_LAYER

@@ -2,7 +2,7 @@
 
 The random-access counterpart of ``selecting.Selecting`` (same ``run``
 contract, so proxies and object servers drive either): ``parquet_select``
-plans from the footer what to read (``iostack.filters.parquet_select``),
+plans from the footer what to read (``iostack.filters.builtin.parquet_select``),
 and this reads exactly that through ``fetch(byte_range)``:
 
 - ``bytes=-65536``: the footer (and the object's size, from
@@ -16,7 +16,7 @@ gets a status (``422`` naming the object); a failure later raises
 ``FilterError`` from the answer's iterator, which the callers turn into an
 error frame or a cut answer. ``ParquetLimits.time_limit`` is checked
 between fetches and row groups, and the footer is planned and row groups
-decoded in a bounded child process (``iostack.filters.parquet_decode``)
+decoded in a bounded child process (``iostack.filters.builtin.parquet_decode``)
 unless ``parquet_decode_in_child = false`` (which leaves this worker exposed
 to files that abort pyarrow).
 """
@@ -31,15 +31,15 @@ from swift.common.swob import Response
 from swift.common.utils import close_if_possible
 
 from iostack.filters.base import Selection
-from iostack.filters.errors import FilterError, ParamError
-from iostack.filters.parquet_decode import POOL
-from iostack.filters.parquet_select import (
+from iostack.filters.builtin.parquet_decode import POOL
+from iostack.filters.builtin.parquet_select import (
     FOOTER_PROBE,
     ParquetLimits,
     ParquetSelection,
     RowGroupRead,
     footer_length,
 )
+from iostack.filters.errors import FilterError, ParamError
 from iostack.filters.records import prepend
 from iostack.swift_middleware.select.engine import (
     Answer,

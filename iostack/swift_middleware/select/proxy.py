@@ -57,7 +57,7 @@ Configuration (``[filter:iostack_select]``)::
     max_first_line = 1048576   # bytes: a longer first line (CSV header) is refused
     max_record = 8388608       # bytes: a longer record makes the object unreadable (422)
     object_stage = true        # ask object servers to select (false: always here)
-    parquet_max_footer = 8388608 ...  # Parquet limits, see iostack.filters.parquet_select
+    parquet_max_footer = 8388608 ...  # Parquet limits, see iostack.filters.builtin.parquet_select
 
 Parquet objects are read by ranges, not as records
 (``iostack.swift_middleware.select.parquet``); answers are CSV, JSON
@@ -91,10 +91,10 @@ from swift.common.swob import (
 from swift.common.utils import close_if_possible, config_true_value, get_logger, split_path
 
 from iostack.filters.base import FilterContext, FilterSpec
+from iostack.filters.builtin.parquet_select import ParquetLimits
 from iostack.filters.errors import FilterError, UnknownFilterError
 from iostack.filters.library import filter_names, get_filter
 from iostack.filters.output import FORMATS
-from iostack.filters.parquet_select import ParquetLimits
 from iostack.filters.records import MAX_RECORD, prepend
 from iostack.policy.logs import route_to_swift
 from iostack.policy.reader import PolicyStoreUnavailable

@@ -31,7 +31,7 @@ from swift_confs import pipeline, read_conf, set_pipeline, write_conf
 from iostack.controller.client import ControllerClient, ControllerError
 from iostack.doctor.cli import diagnose
 from iostack.doctor.pipelines import find_configs
-from iostack.storlet_runtime.packaging import PIN_PREFIX
+from iostack.storlet_runtime.host.packaging import PIN_PREFIX
 from tests.conftest import read_stored
 
 pytestmark = pytest.mark.integration

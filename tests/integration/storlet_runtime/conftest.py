@@ -22,10 +22,10 @@ import requests
 from swiftclient.client import Connection
 
 from iostack.aio.session import StackStartError, started_stack
-from iostack.storlet_runtime import deploy
-from iostack.storlet_runtime.container import ContainerScope
-from iostack.storlet_runtime.identity import sandbox_scope
-from iostack.storlet_runtime.sandbox import ScopeSandbox
+from iostack.storlet_runtime.host import deploy
+from iostack.storlet_runtime.host.container import ContainerScope
+from iostack.storlet_runtime.host.identity import sandbox_scope
+from iostack.storlet_runtime.host.sandbox import ScopeSandbox
 from iostack.storlet_runtime.storlets import upper
 from tests.conftest import TEST_STATE_DIR
 

@@ -18,7 +18,7 @@ import time
 
 from swift.common import internal_client, utils
 
-from iostack.storlet_runtime.runner import REGISTRATION_TTL, SandboxRunner
+from iostack.storlet_runtime.host.runner import REGISTRATION_TTL, SandboxRunner
 
 BODY = b"".join(b"record %05d,ok\n" % i for i in range(20000))
 

@@ -28,9 +28,9 @@ import eventlet
 from storlets.gateway.common.file_manager import FileManager
 from storlets.gateway.common.stob import StorletData
 
-from iostack.storlet_runtime import gateway as bwrap_gateway
-from iostack.storlet_runtime.deploy import check_python_storlet
-from iostack.storlet_runtime.gateway import BwrapRunTimeSandbox, BwrapStorletGateway
+from iostack.storlet_runtime.host import gateway as bwrap_gateway
+from iostack.storlet_runtime.host.deploy import check_python_storlet
+from iostack.storlet_runtime.host.gateway import BwrapRunTimeSandbox, BwrapStorletGateway
 
 CONF = {"sandbox_ping_interval": "0.05", "storlet_daemon_factory_debug_level": "ERROR"}
 

@@ -95,7 +95,7 @@ def test_oversized_parameters_get_400_and_the_sandbox_keeps_serving(storlet_tena
 
 
 def test_reuploaded_storlet_of_the_same_size_replaces_the_old_one(storlet_tenant, text_object):
-    from iostack.storlet_runtime import deploy
+    from iostack.storlet_runtime.host import deploy
 
     template = (b"class Version:\n    def __init__(self, logger):\n        pass\n\n"
                 b"    def __call__(self, in_files, out_files, params):\n"

@@ -12,8 +12,8 @@ import pytest
 import requests
 from swiftclient.exceptions import ClientException
 
-from iostack.storlet_runtime import packaging
-from iostack.storlet_runtime.identity import sandbox_scope
+from iostack.storlet_runtime.host import packaging
+from iostack.storlet_runtime.host.identity import sandbox_scope
 from iostack.storlet_runtime.storlets_api import WRAPPER_CLASS, wrapped_code
 
 pytestmark = pytest.mark.integration

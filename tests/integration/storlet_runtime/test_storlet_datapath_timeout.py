@@ -9,7 +9,7 @@ import uuid
 import pytest
 import requests
 
-from iostack.storlet_runtime.swift_conf import STORLET_TIMEOUT
+from iostack.storlet_runtime.host.swift_conf import STORLET_TIMEOUT
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,7 @@ from swift.common import direct_client, utils
 from swift.common.ring import Ring
 
 from iostack.filters.library import filter_names, get_filter
-from iostack.storlet_runtime import deploy, packaging
+from iostack.storlet_runtime.host import deploy, packaging
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from iostack.storlet_runtime import deploy
+from iostack.storlet_runtime.host import deploy
 from iostack.storlet_runtime.storlets import upper
 
 pytestmark = pytest.mark.integration

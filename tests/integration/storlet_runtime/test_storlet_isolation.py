@@ -7,7 +7,7 @@ on a small object through the real all-in-one (proxy -> object server ->
 gateway -> sandbox) and checks what it reports, or makes t1's sandbox
 hostile while t2 (``upper.py`` in its own sandbox) keeps working. Limits
 come from the all-in-one's gateway config
-(``iostack.storlet_runtime.swift_conf``): 1 GiB address space and memory per
+(``iostack.storlet_runtime.host.swift_conf``): 1 GiB address space and memory per
 scope, 128 processes, an 8 s request timeout.
 """
 
@@ -28,8 +28,8 @@ import pytest
 from iostack.doctor.cli import diagnose, find_configs
 from iostack.doctor.sandbox import check_gateway
 from iostack.ports import wait_until
-from iostack.storlet_runtime.identity import sandbox_scope
-from iostack.storlet_runtime.swift_conf import STORLET_TIMEOUT
+from iostack.storlet_runtime.host.identity import sandbox_scope
+from iostack.storlet_runtime.host.swift_conf import STORLET_TIMEOUT
 from tests.conftest import Policies
 
 pytestmark = pytest.mark.integration

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from iostack.storlet_runtime.sandbox import (
+from iostack.storlet_runtime.host.sandbox import (
     DAEMON_MODULE,
     SandboxStartError,
     ScopeSandbox,

@@ -11,7 +11,7 @@ import pytest
 import requests
 from swiftclient.exceptions import ClientException
 
-from iostack.storlet_runtime.packaging import pin_name
+from iostack.storlet_runtime.host.packaging import pin_name
 
 pytestmark = pytest.mark.integration
 

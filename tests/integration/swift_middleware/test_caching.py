@@ -598,8 +598,8 @@ def test_a_policy_reverted_and_enforced_again_serves_the_new_object(aio, proxy, 
     invalidation) while the policy was off."""
     import redis
 
+    from iostack.controller.policy_store import PolicyStore
     from iostack.controller.registry import Registries
-    from iostack.controller.store import PolicyStore
     from iostack.policy.redis_keys import KeySpace
 
     container = f"cache-{uuid.uuid4().hex[:10]}"

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import iostack
-from iostack.client import IOStackError
+from iostack.select_client import IOStackError
 
 pytestmark = pytest.mark.integration
 

@@ -11,8 +11,8 @@ import uuid
 import pytest
 import redis
 
+from iostack.controller.policy_store import PolicyStore
 from iostack.controller.registry import Registries
-from iostack.controller.store import PolicyStore
 from iostack.filters.library import builtin_metadata
 from iostack.filters.metadata import FilterMetadata, Param
 from iostack.policy.redis_keys import KeySpace

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from iostack.controller.policy_store import PolicyStore
 from iostack.controller.registry import RegistryError
-from iostack.controller.store import PolicyStore
 from iostack.dsl.errors import DSLError
 
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import redis
 
+from iostack.controller.policy_store import PolicyStore
 from iostack.controller.registry import Registries, RegistryError
-from iostack.controller.store import PolicyStore
 from iostack.policy.reader import RETRY_AFTER, PolicyReader, PolicyStoreUnavailable
 from iostack.policy.redis_keys import KeySpace
 from iostack.policy.resolve import RequestInfo

@@ -9,7 +9,7 @@ import pytest
 from iostack.controller.builtins import builtin_validators
 from iostack.dsl import DSLError
 from iostack.dsl.checker import check_text
-from iostack.filters.expiry import MAX_AFTER, delete_at
+from iostack.filters.builtin.expiry import MAX_AFTER, delete_at
 
 
 @pytest.fixture

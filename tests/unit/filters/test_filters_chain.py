@@ -7,7 +7,7 @@ import os
 from filters_testlib import CountingSource, chunked, encode_chain, log_text, open_chain
 
 from iostack.filters.base import BytesSource, read_all
-from iostack.filters.encryption import TAG_BYTES
+from iostack.filters.builtin.encryption import TAG_BYTES
 from iostack.filters.library import get_filter
 
 KIB = 1024

@@ -9,8 +9,8 @@ import threading
 import pytest
 from filters_testlib import CountingSource, log_text, store_chain
 
-from iostack.filters import compression
 from iostack.filters.base import UNCHANGED, BytesSource, FilterContext, read_all
+from iostack.filters.builtin import compression
 from iostack.filters.errors import IntegrityError, ParamError
 from iostack.filters.library import get_filter
 

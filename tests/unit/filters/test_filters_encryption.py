@@ -7,8 +7,8 @@ import os
 import pytest
 from filters_testlib import CountingSource, store_chain
 
-from iostack.filters import encryption
 from iostack.filters.base import BytesSource, FilterContext, read_all
+from iostack.filters.builtin import encryption
 from iostack.filters.errors import ConfigError, IntegrityError, ParamError
 from iostack.filters.library import get_filter
 from iostack.filters.tenant_keys import KeyFileProvider, create_key_file

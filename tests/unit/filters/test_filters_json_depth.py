@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from iostack.filters.json_depth import TooDeep, check_depth, nesting_depth
+from iostack.filters.builtin.json_depth import TooDeep, check_depth, nesting_depth
 
 # Strings full of what could fool a scanner: brackets, quotes, backslashes.
 tricky = st.text(alphabet='[]{}"\\ab\n\t', max_size=8)

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import redis
 
+from iostack.controller.policy_store import PolicyStore
 from iostack.controller.registry import Registries
-from iostack.controller.store import PolicyStore
 from iostack.policy.connection import connect
 from iostack.policy.reader import PolicyReader
 from iostack.policy.redis_keys import KeySpace

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from iostack.client import Account
+from iostack.select_client import Account
 from iostack.spark.options import Settings
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from iostack.storlet_runtime.config import SandboxConfig
-from iostack.storlet_runtime.sandbox import bwrap_command
+from iostack.storlet_runtime.host.config import SandboxConfig
+from iostack.storlet_runtime.host.sandbox import bwrap_command
 
 
 @pytest.fixture

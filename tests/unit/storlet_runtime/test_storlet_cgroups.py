@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from iostack.storlet_runtime.cgroups import scope_cgroup
+from iostack.storlet_runtime.host.cgroups import scope_cgroup
 
 
 def test_v1_sets_each_controller_below_the_servers_own_group(tmp_path):

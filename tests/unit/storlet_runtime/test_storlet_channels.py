@@ -12,9 +12,9 @@ from storlets.sbus import SBus
 from storlets.sbus.datagram import SBusFileDescriptor, build_datagram
 from storlets.sbus.file_description import SBUS_FD_SERVICE_OUT
 
-from iostack.storlet_runtime import channels
-from iostack.storlet_runtime.channels import ChannelError, send_checked
-from iostack.storlet_runtime.config import DEFAULT_LIBSBUS
+from iostack.storlet_runtime.host import channels
+from iostack.storlet_runtime.host.channels import ChannelError, send_checked
+from iostack.storlet_runtime.host.config import DEFAULT_LIBSBUS
 
 
 @pytest.fixture(autouse=True)

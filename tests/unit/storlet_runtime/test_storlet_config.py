@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from iostack.storlet_runtime.config import SandboxConfig, SandboxConfigError, parse_size
+from iostack.storlet_runtime.host.config import SandboxConfig, SandboxConfigError, parse_size
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -66,7 +66,7 @@ def test_bad_identity_and_cgroup_settings(key, value, match):
 
 
 def test_parsed_once_per_distinct_config():
-    from iostack.storlet_runtime.config import sandbox_config
+    from iostack.storlet_runtime.host.config import sandbox_config
 
     first = sandbox_config({"sandbox_cpu_seconds": "5"})
     assert sandbox_config({"sandbox_cpu_seconds": "5"}) is first

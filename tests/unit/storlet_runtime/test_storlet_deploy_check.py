@@ -7,19 +7,19 @@ from pathlib import Path
 import pytest
 
 from iostack.filters.metadata import Param
-from iostack.storlet_runtime.cli import (
-    declared_params,
-    filter_metadata,
-    parse_param,
-    prepare_upload,
-)
-from iostack.storlet_runtime.deploy import (
+from iostack.storlet_runtime.host.deploy import (
     MAX_STORLET_BYTES,
     StorletValidationError,
     check_python_storlet,
     sdk_declaration,
 )
 from iostack.storlet_runtime.storlets import upper
+from iostack.storlet_runtime.tools.cli import (
+    declared_params,
+    filter_metadata,
+    parse_param,
+    prepare_upload,
+)
 
 GOOD = b"class Shout:\n    def __init__(self, logger):\n        pass\n\n" \
        b"    def __call__(self, in_files, out_files, params):\n        pass\n"

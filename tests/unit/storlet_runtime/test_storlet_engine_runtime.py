@@ -3,10 +3,10 @@ and the limits and binds its containers get."""
 
 from __future__ import annotations
 
-from iostack.storlet_runtime.config import SandboxConfig
-from iostack.storlet_runtime.container import container_limits, container_mounts
-from iostack.storlet_runtime.engine_image import image_inputs, image_tag
-from iostack.storlet_runtime.engine_seccomp import denied_syscalls, seccomp_profile
+from iostack.storlet_runtime.host.config import SandboxConfig
+from iostack.storlet_runtime.host.container import container_limits, container_mounts
+from iostack.storlet_runtime.tools.engine_image import image_inputs, image_tag
+from iostack.storlet_runtime.tools.engine_seccomp import denied_syscalls, seccomp_profile
 
 
 def test_the_profile_refuses_what_bubblewrap_refuses_whatever_the_base_allowed():

@@ -1,4 +1,4 @@
-"""Scope names and per-scope uids (``iostack.storlet_runtime.identity``)."""
+"""Scope names and per-scope uids (``iostack.storlet_runtime.host.identity``)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from iostack.storlet_runtime import identity
-from iostack.storlet_runtime.identity import ScopeIdentityError, sandbox_scope, scope_uid
+from iostack.storlet_runtime.host import identity
+from iostack.storlet_runtime.host.identity import ScopeIdentityError, sandbox_scope, scope_uid
 
 
 def test_accounts_sharing_13_characters_get_different_scopes():
@@ -51,7 +51,7 @@ def test_each_scope_gets_its_own_uid_and_keeps_it(tmp_path):
 
 ALLOCATE = """
 import sys
-from iostack.storlet_runtime.identity import scope_uid
+from iostack.storlet_runtime.host.identity import scope_uid
 table, run, worker = sys.argv[1:4]
 print(" ".join(str(scope_uid(table, run, f"s{worker}-{i}", 7000, 100)) for i in range(5)))
 """

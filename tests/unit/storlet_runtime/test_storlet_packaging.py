@@ -8,7 +8,7 @@ from urllib.parse import unquote
 import pytest
 
 from iostack.filters.library import filter_names, get_filter
-from iostack.storlet_runtime import packaging
+from iostack.storlet_runtime.host import packaging
 
 
 def parsed_like_storlets(headers: dict[str, str]) -> dict[str, str]:

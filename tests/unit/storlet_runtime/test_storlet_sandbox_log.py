@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import stat
 
-from iostack.storlet_runtime.sandbox import open_private_log
+from iostack.storlet_runtime.host.sandbox import open_private_log
 
 
 def test_a_new_sandbox_log_is_private_from_creation(tmp_path, no_chmod):

@@ -10,7 +10,7 @@ import pytest
 from iostack.filters.base import FilterContext
 from iostack.filters.errors import FilterError, FilterUnavailable
 from iostack.filters.metadata import FilterMetadata
-from iostack.storlet_runtime.packaging import code_mismatch, filter_storlet, keep_only
+from iostack.storlet_runtime.host.packaging import code_mismatch, filter_storlet, keep_only
 from iostack.swift_middleware.enforce.sandboxed import (
     CODE_KEY,
     SandboxedEncoder,

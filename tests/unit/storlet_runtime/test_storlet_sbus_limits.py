@@ -9,7 +9,11 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-from iostack.storlet_runtime.sbus_limits import SBUS_HEADER, SBUS_MAX_MESSAGE, execute_message_size
+from iostack.storlet_runtime.host.sbus_limits import (
+    SBUS_HEADER,
+    SBUS_MAX_MESSAGE,
+    execute_message_size,
+)
 
 
 def request(params, metadata, range_start=None, range_end=None):

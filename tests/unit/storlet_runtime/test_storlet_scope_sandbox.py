@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from iostack.storlet_runtime.cgroups import ScopeCgroup
-from iostack.storlet_runtime.config import SandboxConfig
-from iostack.storlet_runtime.sandbox import (
+from iostack.storlet_runtime.host.cgroups import ScopeCgroup
+from iostack.storlet_runtime.host.config import SandboxConfig
+from iostack.storlet_runtime.host.sandbox import (
     SandboxStartError,
     ScopeSandbox,
     process_start_time,

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from iostack.storlet_runtime.deploy import check_python_storlet
+from iostack.storlet_runtime.host.deploy import check_python_storlet
 from iostack.storlet_runtime.sdk import Filter, ParamError
 from iostack.storlet_runtime.storlets_api import WRAPPER_CLASS, StorletsApiRunner, wrapped_code
-from iostack.storlet_runtime.template import filter_template
+from iostack.storlet_runtime.tools.template import filter_template
 
 SAMPLES = Path(__file__).resolve().parents[2] / "integration" / "storlet_runtime"
 DEV_NULL = open("/dev/null", "rb")  # noqa: SIM115 (for the whole module)

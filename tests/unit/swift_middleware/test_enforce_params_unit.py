@@ -15,8 +15,9 @@ from flask import Flask, g
 
 from iostack.atrest import inspect as atrest_inspect
 from iostack.controller.api import base as api_base
-from iostack.filters import library, noop
+from iostack.filters import library
 from iostack.filters.base import FilterSpec
+from iostack.filters.builtin import noop
 from iostack.filters.metadata import FilterMetadata, Param, public_params
 from iostack.stored_object import (
     OBJECT_FILTERS_HEADER,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from fakeswift import FakeReader, FakeSwift, deny, request, rule, use_reader
 
-from iostack.filters.bandwidth import scope_of
+from iostack.filters.builtin.bandwidth import scope_of
 from iostack.filters.library import get_filter
 from iostack.policy.reader import PolicyStoreUnavailable
 from iostack.swift_middleware import qos, shared_bucket

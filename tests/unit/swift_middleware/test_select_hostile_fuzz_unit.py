@@ -13,9 +13,9 @@ from test_select_engine_unit import fetcher
 from test_select_parquet_unit import SMALL, run
 
 from iostack.filters.base import FilterContext
+from iostack.filters.builtin.parquet_select import ParquetLimits
 from iostack.filters.errors import FilterError
 from iostack.filters.library import get_filter
-from iostack.filters.parquet_select import ParquetLimits
 from iostack.swift_middleware.select.engine import Answer, SelectError, Selecting
 
 CONTEXT = FilterContext(account="AUTH_t1", container="c", obj="o")

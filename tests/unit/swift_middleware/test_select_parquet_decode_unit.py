@@ -13,9 +13,15 @@ import pyarrow.parquet as pq
 import pytest
 from test_select_parquet_unit import PATH, run, table_of, ten_columns
 
+from iostack.filters.builtin.parquet_decode import (
+    POOL,
+    DecoderPool,
+    DecodeStopped,
+    _Child,
+    memory_budget,
+)
+from iostack.filters.builtin.parquet_select import DecodeJob, ParquetLimits
 from iostack.filters.errors import FilterError
-from iostack.filters.parquet_decode import POOL, DecoderPool, DecodeStopped, _Child, memory_budget
-from iostack.filters.parquet_select import DecodeJob, ParquetLimits
 from iostack.swift_middleware.select.engine import SelectError
 
 LIMITS = ParquetLimits(max_memory=64 << 20)

@@ -26,9 +26,9 @@ from hypothesis import strategies as st
 from swift.common.swob import Response
 
 from iostack.filters.base import FilterContext
+from iostack.filters.builtin.parquet_select import ParquetLimits
 from iostack.filters.errors import FilterError, ParamError
 from iostack.filters.library import get_filter
-from iostack.filters.parquet_select import ParquetLimits
 from iostack.swift_middleware.select.engine import Answer, SelectError
 from iostack.swift_middleware.select.parquet import ParquetSelecting
 

@@ -17,7 +17,7 @@ the invocation protocol and its timeout.
 What this gateway adds on top of ``StorletGatewayContainer``:
 
 - ``BwrapRunTimeSandbox._restart`` starts the agent under bubblewrap
-  (``iostack.storlet_runtime.sandbox``), and ``restart`` takes the scope's
+  (``iostack.storlet_runtime.host.sandbox``), and ``restart`` takes the scope's
   lock and re-checks liveness first, so concurrent cold starts (greenthreads
   or worker processes) share one sandbox;
 - an execute message that would not fit SBus' 4096-byte datagram (it carries
@@ -82,19 +82,19 @@ from storlets.gateway.gateways.container.runtime import RunTimePaths, RunTimeSan
 from storlets.sbus import SBus
 from swift.common.swob import HTTPBadRequest, HTTPServiceUnavailable
 
-from iostack.storlet_runtime import channels
-from iostack.storlet_runtime.cgroups import scope_cgroup
-from iostack.storlet_runtime.channels import ChannelError
-from iostack.storlet_runtime.config import SandboxConfig, sandbox_config
-from iostack.storlet_runtime.identity import sandbox_scope, scope_uid
-from iostack.storlet_runtime.packaging import code_mismatch, keep_only
-from iostack.storlet_runtime.pipes import PIPE_PIECE, joined
-from iostack.storlet_runtime.sandbox import (
+from iostack.storlet_runtime.host import channels
+from iostack.storlet_runtime.host.cgroups import scope_cgroup
+from iostack.storlet_runtime.host.channels import ChannelError
+from iostack.storlet_runtime.host.config import SandboxConfig, sandbox_config
+from iostack.storlet_runtime.host.identity import sandbox_scope, scope_uid
+from iostack.storlet_runtime.host.packaging import code_mismatch, keep_only
+from iostack.storlet_runtime.host.sandbox import (
     ScopeSandbox,
     check_reachable,
     process_start_time,
 )
-from iostack.storlet_runtime.sbus_limits import SBUS_MAX_MESSAGE, execute_message_size
+from iostack.storlet_runtime.host.sbus_limits import SBUS_MAX_MESSAGE, execute_message_size
+from iostack.storlet_runtime.pipes import PIPE_PIECE, joined
 
 # Well within the daemon factory's 300 s idle exit (upstream's LISTEN_TIMEOUT).
 DAEMON_RECHECK = 60.0

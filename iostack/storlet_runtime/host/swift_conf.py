@@ -10,7 +10,7 @@ Only keys Storlets 18 actually reads are written. In particular the code reads
 Files written under the Swift config dir:
 
 ``storlet-gateway.conf``
-    The gateway's ``[DEFAULT]`` section (see ``iostack.storlet_runtime.config``):
+    The gateway's ``[DEFAULT]`` section (see ``iostack.storlet_runtime.host.config``):
     where scopes' storlets, channels, caches and logs live (``<state>/storlets``),
     the per-request timeout, the sandbox limits and ``libsbus_path``.
     ``sandbox_runtime`` names the runtime for the IOStack data path
@@ -27,7 +27,7 @@ from __future__ import annotations
 from configparser import ConfigParser
 from pathlib import Path
 
-from iostack.storlet_runtime.config import DEFAULT_LIBSBUS
+from iostack.storlet_runtime.host.config import DEFAULT_LIBSBUS
 
 STORLET_CONTAINER = "storlet"
 DEPENDENCY_CONTAINER = "dependency"

@@ -30,7 +30,7 @@ from typing import Any
 
 from swiftclient.client import Connection
 
-from iostack.storlet_runtime.swift_conf import (
+from iostack.storlet_runtime.host.swift_conf import (
     DEPENDENCY_CONTAINER,
     LOG_CONTAINER,
     STORLET_CONTAINER,

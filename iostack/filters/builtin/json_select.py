@@ -19,7 +19,7 @@ it is null there too). A later value that does not convert to that type
 records that start in them (``iostack.filters.records``). Parsing and
 filtering are pyarrow's (vectorized C++); a record nested deeper than
 ``json_depth.MAX_DEPTH`` levels is refused before pyarrow sees it
-(``iostack.filters.json_depth``).
+(``iostack.filters.builtin.json_depth``).
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ import pyarrow as pa
 import pyarrow.json as pa_json
 
 from iostack.filters.base import FilterContext, FilterSpec
+from iostack.filters.builtin.json_depth import check_depth
 from iostack.filters.csv_where import WhereError, parse_predicate, typed_row_mask
 from iostack.filters.errors import FilterError, ParamError
-from iostack.filters.json_depth import check_depth
 from iostack.filters.output import selection_metadata, writer
 
 METADATA = selection_metadata(

@@ -52,7 +52,7 @@ from swiftclient.exceptions import ClientException
 from iostack.controller.client import ControllerClient, ControllerError
 from iostack.endpoints import AioNotRunning, load_aio_info
 from iostack.filters.metadata import FilterMetadata, Param
-from iostack.storlet_runtime.deploy import (
+from iostack.storlet_runtime.host.deploy import (
     PythonStorlet,
     StorletValidationError,
     check_python_storlet,
@@ -60,19 +60,19 @@ from iostack.storlet_runtime.deploy import (
     sdk_declaration,
     upload_storlet,
 )
-from iostack.storlet_runtime.packaging import (
+from iostack.storlet_runtime.host.packaging import (
     NotSandboxable,
     filter_storlet,
     pin_name,
     pinned_storlet_name,
     storlet_name,
 )
-from iostack.storlet_runtime.sandbox import ScopeSandbox
+from iostack.storlet_runtime.host.sandbox import ScopeSandbox
+from iostack.storlet_runtime.host.swift_conf import STORLET_CONTAINER, gateway_conf_path
 from iostack.storlet_runtime.sdk import PARAM_SYNTAX
 from iostack.storlet_runtime.storlets_api import WRAPPER_CLASS, wrapped_code
-from iostack.storlet_runtime.swift_conf import STORLET_CONTAINER, gateway_conf_path
-from iostack.storlet_runtime.template import filter_template
-from iostack.storlet_runtime.usage import count_versions, internal_client
+from iostack.storlet_runtime.tools.template import filter_template
+from iostack.storlet_runtime.tools.version_usage import count_versions, internal_client
 
 _FILTER_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 # Cold sandbox and storlet daemon (~1.5 s) plus three samples round-tripped.
@@ -200,7 +200,7 @@ def run_check(where: list[str], code: bytes | None = None) -> str | None:
     ``code``: the storlet's code, on its standard input (``local``).
     """
     checked = subprocess.run(  # noqa: S603 - fixed argv: this interpreter, this package
-        [sys.executable, "-m", "iostack.storlet_runtime.upload_check", *where],
+        [sys.executable, "-m", "iostack.storlet_runtime.tools.upload_check", *where],
         input=code, capture_output=True, timeout=UPLOAD_CHECK_TIMEOUT, check=False)
     if checked.returncode == 0:
         return None
@@ -497,8 +497,8 @@ def register(subparsers: Any) -> dict[str, Any]:
 
 
 def cmd_image(args: argparse.Namespace) -> int:
-    from iostack.storlet_runtime import engine_image, engine_seccomp
-    from iostack.storlet_runtime.config import SandboxConfig
+    from iostack.storlet_runtime.host.config import SandboxConfig
+    from iostack.storlet_runtime.tools import engine_image, engine_seccomp
 
     packages = SandboxConfig.from_gateway_conf({}).python_path
     try:

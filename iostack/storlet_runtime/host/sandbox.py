@@ -63,9 +63,9 @@ import time
 from pathlib import Path
 from typing import BinaryIO
 
-from iostack.storlet_runtime.cgroups import ScopeCgroup, join
-from iostack.storlet_runtime.config import SandboxConfig
-from iostack.storlet_runtime.flock import held
+from iostack.storlet_runtime.host.cgroups import ScopeCgroup, join
+from iostack.storlet_runtime.host.config import SandboxConfig
+from iostack.storlet_runtime.host.flock import held
 
 SANDBOX_LIB_DIR = "/usr/local/lib/storlets"
 SANDBOX_PYTHON_DIR = SANDBOX_LIB_DIR + "/python"

@@ -61,9 +61,13 @@ from storlets.gateway.common.exceptions import StorletRuntimeException
 from storlets.gateway.gateways.docker.gateway import DockerStorletGateway
 from storlets.gateway.gateways.docker.runtime import DockerRunTimeSandbox
 
-from iostack.storlet_runtime.container import ContainerScope, container_limits, container_mounts
-from iostack.storlet_runtime.gateway import BwrapRunTimeSandbox, BwrapStorletGateway
-from iostack.storlet_runtime.sandbox import (
+from iostack.storlet_runtime.host.container import (
+    ContainerScope,
+    container_limits,
+    container_mounts,
+)
+from iostack.storlet_runtime.host.gateway import BwrapRunTimeSandbox, BwrapStorletGateway
+from iostack.storlet_runtime.host.sandbox import (
     AGENT_MODULE,
     FACTORY_MODULE,
     FACTORY_PIPE,

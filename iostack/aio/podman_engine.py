@@ -35,9 +35,13 @@ import subprocess
 from pathlib import Path
 
 from iostack.private_files import private_dir, write_private_text
-from iostack.storlet_runtime import engine_image
-from iostack.storlet_runtime.config import SandboxConfig
-from iostack.storlet_runtime.engine_seccomp import SYSTEM_SECCOMP, denied_syscalls, seccomp_profile
+from iostack.storlet_runtime.host.config import SandboxConfig
+from iostack.storlet_runtime.tools import engine_image
+from iostack.storlet_runtime.tools.engine_seccomp import (
+    SYSTEM_SECCOMP,
+    denied_syscalls,
+    seccomp_profile,
+)
 
 PODMAN = "/usr/bin/podman"
 # runc cannot raise a limit past the host's hard one (Podman's default nofile is higher).

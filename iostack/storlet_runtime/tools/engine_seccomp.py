@@ -6,7 +6,7 @@ bubblewrap sandbox refuses (the ``denied[]`` list of
 ``native/sandbox_seccomp.c``, read from that one source: ptrace, mount,
 keyctl, bpf, unshare, setns...) answered ``EPERM`` whatever the base allowed,
 so both runtimes refuse the same calls. The all-in-one writes it into its
-engine's ``containers.conf`` (``iostack.aio.engine``); an operator's engine
+engine's ``containers.conf`` (``iostack.aio.podman_engine``); an operator's engine
 takes it the same way (``seccomp_profile = ...``).
 """
 
@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 SYSTEM_SECCOMP = Path("/usr/share/containers/seccomp.json")
-NATIVE_SECCOMP = Path(__file__).resolve().parent / "native" / "sandbox_seccomp.c"
+NATIVE_SECCOMP = Path(__file__).resolve().parents[1] / "native" / "sandbox_seccomp.c"
 
 
 def denied_syscalls(source: Path = NATIVE_SECCOMP) -> list[str]:

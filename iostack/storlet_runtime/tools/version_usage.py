@@ -27,7 +27,7 @@ from swift.common.internal_client import InternalClient
 
 from iostack.filters.errors import IntegrityError
 from iostack.stored_object import CODE_KEY, PIPELINE_HEADER, STORLET_KEY, load_pipeline
-from iostack.storlet_runtime.swift_conf import internal_client_conf_path
+from iostack.storlet_runtime.host.swift_conf import internal_client_conf_path
 
 
 def internal_client(swift_dir: str | Path) -> InternalClient:

@@ -74,9 +74,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from iostack.storlet_runtime.identity import DEFAULT_UID_TABLE
+from iostack.storlet_runtime.host.identity import DEFAULT_UID_TABLE
 
-CHECKOUT = Path(__file__).resolve().parents[2]
+CHECKOUT = Path(__file__).resolve().parents[3]
 DEFAULT_LIBSBUS = CHECKOUT / "build" / "storlet_runtime" / "libsbus.so"
 DEFAULT_SECCOMP = CHECKOUT / "build" / "storlet_runtime" / "sandbox-seccomp.bpf"
 

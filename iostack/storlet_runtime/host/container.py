@@ -21,9 +21,9 @@ from typing import Any
 
 from storlets.gateway.common.exceptions import StorletRuntimeException
 
-from iostack.storlet_runtime.cgroups import CGROUP_FS
-from iostack.storlet_runtime.config import SandboxConfig
-from iostack.storlet_runtime.sandbox import (
+from iostack.storlet_runtime.host.cgroups import CGROUP_FS
+from iostack.storlet_runtime.host.config import SandboxConfig
+from iostack.storlet_runtime.host.sandbox import (
     SANDBOX_CHANNEL_DIR,
     SANDBOX_LIB_DIR,
     SANDBOX_PACKAGE_DIR,

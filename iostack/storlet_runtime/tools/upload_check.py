@@ -1,7 +1,7 @@
 """An uploaded filter runs once in the tenant's sandbox, on sample data, before it is registered.
 
 ``iostack filter upload`` stores the new version's pinned storlet, then runs
-``python -m iostack.storlet_runtime.upload_check stack SWIFT_DIR ACCOUNT
+``python -m iostack.storlet_runtime.tools.upload_check stack SWIFT_DIR ACCOUNT
 STORLET SHA256`` (its own process: the runner monkey-patches with eventlet,
 as Swift servers are), which drives the storlet through ``SandboxRunner``
 exactly as the data path does, in the account's own sandbox.
@@ -86,15 +86,15 @@ def _check_in_stack(args: argparse.Namespace) -> None:
     from swift.common import utils
 
     utils.set_swift_dir(args.swift_dir)  # as a Swift server's launcher does before loading
-    from iostack.storlet_runtime.runner import SandboxRunner
+    from iostack.storlet_runtime.host.runner import SandboxRunner
 
     check(SandboxRunner(args.swift_dir, LOGGER), args.account, args.storlet, args.sha256,
           args.big)
 
 
 def _check_local(args: argparse.Namespace) -> None:
-    from iostack.storlet_runtime.deploy import StorletValidationError, check_python_storlet
-    from iostack.storlet_runtime.local import LOCAL_ACCOUNT, LocalSandbox
+    from iostack.storlet_runtime.host.deploy import StorletValidationError, check_python_storlet
+    from iostack.storlet_runtime.tools.local import LOCAL_ACCOUNT, LocalSandbox
 
     code = sys.stdin.buffer.read()
     try:

@@ -12,7 +12,7 @@ Planning is as exposed: pyarrow aborts on some crafted footers when
 their statistics are read (one flipped bit of a column chunk's type does
 it). So the footer is parsed and the answer planned (``plan_footer``), and
 each row group decoded, by a child process (``python -m
-iostack.filters.parquet_decode MEMORY``) that holds no credentials, reads
+iostack.filters.builtin.parquet_decode MEMORY``) that holds no credentials, reads
 only what it is sent on stdin and answers on stdout:
 
 - its address space is capped (``RLIMIT_AS``) at what it held after
@@ -62,8 +62,7 @@ from typing import Any, BinaryIO
 import pyarrow as pa
 
 from iostack import bounded_json
-from iostack.filters.errors import FilterError, ParamError
-from iostack.filters.parquet_select import (
+from iostack.filters.builtin.parquet_select import (
     DecodeJob,
     Decoder,
     OverMemory,
@@ -74,6 +73,7 @@ from iostack.filters.parquet_select import (
     parse_footer,
     plan_footer,
 )
+from iostack.filters.errors import FilterError, ParamError
 
 IDLE = 1  # children kept per worker process between row groups
 NICENESS = 10  # a decode yields the CPU to the worker's other requests

@@ -15,9 +15,9 @@ import pyarrow.parquet as pq
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.types import StructType
 
-from iostack.client import IOStackError, authenticate, http_get, list_objects, object_path
-from iostack.filters.parquet_select import row_group_start
+from iostack.filters.builtin.parquet_select import row_group_start
 from iostack.filters.records import RecordBlocks, fetch_start
+from iostack.select_client import IOStackError, authenticate, http_get, list_objects, object_path
 from iostack.spark.arrow import (
     arrow_type,
     column_kind,

@@ -29,7 +29,7 @@ from urllib.parse import quote
 from swiftclient.client import Connection
 
 from iostack.filters.library import get_filter
-from iostack.storlet_runtime.deploy import (
+from iostack.storlet_runtime.host.deploy import (
     PythonStorlet,
     check_python_storlet,
     enable_account,

@@ -44,7 +44,7 @@ import re
 from pathlib import Path
 
 from iostack.private_files import write_private_json
-from iostack.storlet_runtime.flock import held
+from iostack.storlet_runtime.host.flock import held
 
 SCOPE_PREFIX_CHARS = 8
 SCOPE_HASH_CHARS = 16

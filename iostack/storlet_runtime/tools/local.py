@@ -30,10 +30,10 @@ from typing import Any
 
 from storlets.gateway.common.file_manager import FileManager
 
-from iostack.storlet_runtime.gateway import BwrapStorletGateway
-from iostack.storlet_runtime.identity import sandbox_scope
-from iostack.storlet_runtime.runner import invoke
-from iostack.storlet_runtime.swift_conf import gateway_conf
+from iostack.storlet_runtime.host.gateway import BwrapStorletGateway
+from iostack.storlet_runtime.host.identity import sandbox_scope
+from iostack.storlet_runtime.host.runner import invoke
+from iostack.storlet_runtime.host.swift_conf import gateway_conf
 
 LOCAL_ACCOUNT = "AUTH_iostack-local-test"
 

@@ -42,8 +42,8 @@ from storlets.gateway.loader import load_gateway
 from storlets.swift_middleware.handlers.base import SwiftFileManager
 from swift.common.internal_client import InternalClient
 
-from iostack.storlet_runtime.identity import sandbox_scope
-from iostack.storlet_runtime.swift_conf import (
+from iostack.storlet_runtime.host.identity import sandbox_scope
+from iostack.storlet_runtime.host.swift_conf import (
     DEPENDENCY_CONTAINER,
     GATEWAY_MODULES,
     LOG_CONTAINER,

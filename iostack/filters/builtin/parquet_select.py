@@ -50,9 +50,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from iostack.filters.base import FilterContext, FilterSpec
+from iostack.filters.builtin.json_select import check_projection, check_typed_terms, column_refs
 from iostack.filters.csv_where import Term, parse_predicate, typed_row_mask
 from iostack.filters.errors import FilterError, ParamError
-from iostack.filters.json_select import check_projection, check_typed_terms, column_refs
 from iostack.filters.output import selection_metadata, writer
 
 METADATA = selection_metadata(
@@ -272,7 +272,7 @@ class ParquetSelection:
     def read_row_group(self, group: RowGroupRead, pieces: list[tuple[int, bytes]],
                        decode: Decoder | None = None) -> bytes:
         """The answer's bytes for one planned row group, from its fetched chunks:
-        decoded here, or by ``decode`` (``iostack.filters.parquet_decode``: in a
+        decoded here, or by ``decode`` (``iostack.filters.builtin.parquet_decode``: in a
         bounded child process)."""
         if decode is None:
             table = decode_row_group(self.metadata, self.size, group.index, pieces,
