@@ -68,7 +68,14 @@ SERVICE = "iostack"  # the Sentinels' name for the master
 SERVERS = ("redis", "redis2", "redis3")
 SENTINELS = ("sentinel", "sentinel2", "sentinel3")
 QUORUM = 2
-DOWN_AFTER_MS = 3000
+# A Sentinel whose clock jumps, or that was stalled for 2 s, stays in TILT mode
+# for 30 s and acts on nothing; and it never promotes a replica whose link to
+# the master has been down for longer than 10 x down-after plus the time since
+# the master was judged down. With 3 s, a TILT while the master died left every
+# replica ineligible for good (seen here: the VM's clock steps). 5 s keeps
+# replicas eligible through a TILT (50 s > 30 s + 5 s).
+DOWN_AFTER_MS = 5000
+TILT_PERIOD_MS = 30000  # Sentinel's own constant
 FAILOVER_TIMEOUT_MS = 10000
 MIN_REPLICAS = 1  # in sync with the master, for it to take a write
 MAX_LAG = 5  # s since a replica's last acknowledgement, for it to count as in sync
@@ -134,25 +141,28 @@ class RedisSet:
 
     def _can_fail_over(self, sentinel: str) -> bool:
         """Whether ``sentinel`` knows every replica and every other Sentinel."""
-        try:
-            fields = self._client(sentinel).execute_command("SENTINEL", "MASTER", SERVICE)
-        except redis.RedisError:
-            return False
-        state = {_text(k): _text(v) for k, v in zip(fields[::2], fields[1::2], strict=True)}
-        return (int(state.get("num-slaves", 0)) >= len(SERVERS) - 1
+        state = self._master_state(sentinel)
+        return state is not None and (int(state.get("num-slaves", 0)) >= len(SERVERS) - 1
                 and int(state.get("num-other-sentinels", 0)) >= len(SENTINELS) - 1)
 
     def current_master(self) -> int | None:
-        """The master's port as a running Sentinel, else a running server, says; or None."""
+        """The master's port as the running Sentinels say, else a running server; or None.
+
+        Sentinels learn of a failover from its leader over the next seconds; until
+        then one may still name the old master, flagged down. An answer without
+        ``s_down``/``o_down`` is believed first (as redis-py's Sentinel client
+        does), the newest (``config-epoch``) of them; only if every Sentinel
+        sees its master down is the newest answer taken as it is.
+        """
+        answers = []  # (master not judged down, config epoch, port)
         for name in SENTINELS:
-            if self.processes.find(name):
-                try:
-                    address = self._client(name).execute_command(
-                        "SENTINEL", "GET-MASTER-ADDR-BY-NAME", SERVICE)
-                except redis.RedisError:
-                    continue
-                if address:
-                    return int(address[1])
+            state = self._master_state(name)
+            if state and state.get("port", "").isdigit():
+                flags = set(state.get("flags", "").split(","))
+                answers.append((not flags & {"s_down", "o_down"},
+                                int(state.get("config-epoch", 0)), int(state["port"])))
+        if answers:
+            return max(answers)[2]
         for name in SERVERS:
             if self.processes.find(name):
                 try:
@@ -161,6 +171,16 @@ class RedisSet:
                 except redis.RedisError:
                     continue
         return None
+
+    def _master_state(self, sentinel: str) -> dict[str, str] | None:
+        """What a running ``sentinel`` knows of the master (``SENTINEL MASTER``), or None."""
+        if not self.processes.find(sentinel):
+            return None
+        try:
+            fields = self._client(sentinel).execute_command("SENTINEL", "MASTER", SERVICE)
+        except redis.RedisError:
+            return None
+        return {_text(k): _text(v) for k, v in zip(fields[::2], fields[1::2], strict=True)}
 
     def member_at(self, port: int) -> str:
         """The server's name listening on ``port`` (the tests find the master so)."""

@@ -26,8 +26,8 @@ connect to one proxy tries the other, as a load balancer would):
     controller's guardian refills the store after the restart and the flush.
 
 ``MASTER_DOWN`` is 30 s, as long as an operator takes to notice; ``HANG``
-is 10 s, three times Sentinel's ``down-after`` (so a hung master is also
-failed over, and requests go on meanwhile).
+is 10 s, twice Sentinel's ``down-after`` (so a hung master is also failed
+over, and requests go on meanwhile).
 
 At the end every object a PUT acknowledged reads back intact and has a
 replica on every node, no ``.data`` file on any node's device holds the

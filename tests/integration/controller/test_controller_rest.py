@@ -9,6 +9,7 @@ import urllib.request
 import pytest
 import redis
 
+import iostack
 from iostack.controller.client import ControllerClient, ControllerError
 from iostack.policy.reader import PolicyReader
 from iostack.policy.redis_keys import KeySpace
@@ -140,7 +141,7 @@ def test_data_path_reader_sees_changes_within_a_second(api, controller):
 
 def test_the_all_in_one_controller_answers(aio):
     with urllib.request.urlopen(aio["controller_url"] + "/v1/health", timeout=5) as resp:
-        assert json.load(resp) == {"status": "ok"}
+        assert json.load(resp) == {"status": "ok", "version": iostack.__version__}
     client = ControllerClient(aio["controller_url"], aio["admin_token"])
     assert "compression" in client.registry("filters")
     assert client.validate("FOR TENANT t1 DO SET compression")["valid"] is True
